@@ -1,0 +1,30 @@
+"""kiln: eager tensors with autograd, nn and optim, and a tracing JIT compiler at the heart.
+
+>>> import kiln
+>>> x = kiln.randn(4, 3, requires_grad=True)
+>>> (x.relu() ** 2).sum().backward()
+"""
+from . import dtypes as _dtypes
+from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
+from .device import Device, cuda_is_available, get_device
+from .dtypes import DType, bool_, float16, float32, float64, int32, int64
+from .ops.primitive import ShapeError
+from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
+from .tensor import Tensor, as_tensor, from_numpy, is_tensor, tensor
+from . import tensor_methods as _tensor_methods  # noqa: F401 - attaches Tensor methods
+from .functional import *  # noqa: F403
+from . import functional, autograd  # noqa: F401
+
+bool = bool_  # noqa: A001 - kiln.bool, as torch.bool
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+device = get_device
+
+__version__ = "0.1.0"
+
+
+def get_default_dtype() -> DType:
+    return _dtypes.default_float

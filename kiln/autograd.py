@@ -1,0 +1,258 @@
+"""Reverse-mode autograd: grad mode, the tape node, and the backward engine.
+
+Every differentiable primitive call made while grad mode is on creates one `Node`
+holding the primitive, its input tensors and its static params. `backward` walks
+the nodes in reverse topological order and calls each primitive's VJP, which is
+written in kiln ops, so `create_graph=True` gives higher-order gradients for free.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+if TYPE_CHECKING:
+    from .ops.primitive import Primitive
+    from .tensor import Tensor
+
+
+class _GradState(threading.local):
+    enabled: bool = True
+
+
+_state = _GradState()
+
+
+def is_grad_enabled() -> bool:
+    """Whether operations are recorded for autograd in this thread."""
+    return _state.enabled
+
+
+class _GradMode:
+    """Base of no_grad/enable_grad/set_grad_enabled: a context manager and a decorator."""
+
+    _value: bool = True
+
+    def __enter__(self) -> None:
+        self._prev = _state.enabled
+        _state.enabled = self._value
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self._prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        mode_type, value = type(self), self._value
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            mode = mode_type.__new__(mode_type)
+            mode._value = value
+            with mode:
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Disable gradient recording: ``with kiln.no_grad(): ...`` or ``@kiln.no_grad()``."""
+
+    _value = False
+
+
+class enable_grad(_GradMode):
+    """Enable gradient recording inside a no_grad region."""
+
+    _value = True
+
+
+class set_grad_enabled(_GradMode):
+    """Set grad mode to ``mode``: ``with kiln.set_grad_enabled(False): ...``."""
+
+    def __init__(self, mode: bool):
+        self._value = bool(mode)
+
+
+class Node:
+    """One recorded primitive call: the `grad_fn` of the tensor it produced."""
+
+    __slots__ = ("prim", "inputs", "params", "versions", "out_ref", "out_version",
+                 "hooks", "retain_ref", "__weakref__")
+
+    def __init__(self, prim: Primitive, inputs: tuple, params: dict, out: Tensor):
+        self.prim = prim
+        self.inputs = inputs
+        self.params = params
+        self.versions = tuple(inputs[i]._version for i in prim.saves_inputs) if prim.saves_inputs else ()
+        self.out_ref = weakref.ref(out)
+        self.out_version = out._version
+        self.hooks: list[Callable] | None = None
+        self.retain_ref: Any = None
+
+    def name(self) -> str:
+        return f"{self.prim.name.capitalize()}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    def rebind_output(self, out: Tensor) -> None:
+        """Point this node at `out` (used when an in-place op adopts the node)."""
+        self.out_ref = weakref.ref(out)
+        self.out_version = out._version
+
+    def check_versions(self) -> None:
+        if self.inputs is None:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Specify retain_graph=True on the "
+                "first backward() call if you need to backward through the graph again."
+            )
+        for i, version in zip(self.prim.saves_inputs, self.versions):
+            t = self.inputs[i]
+            if t._version != version:
+                _raise_modified(self, t, version)
+        if self.prim.saves_output:
+            out = self.out_ref()
+            if out is not None and out._version != self.out_version:
+                _raise_modified(self, out, self.out_version)
+
+    def output(self) -> Tensor:
+        out = self.out_ref()
+        if out is None:  # the output was only needed by the user, who dropped it
+            raise RuntimeError(f"{self.name()}: its saved output was freed; keep a reference to it")
+        return out
+
+
+def _raise_modified(node: Node, t: Tensor, version: int) -> None:
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{t.dtype.name} tensor of shape {tuple(t.shape)}], which is output 0 of "
+        f"{t.grad_fn.name() if t.grad_fn else 'a leaf'}, is at version {t._version}; expected "
+        f"version {version} instead (needed by {node.name()}). Fix: use the out-of-place op, "
+        "or .clone() the tensor before modifying it."
+    )
+
+
+def _toposort(roots: Sequence[Node]) -> list[Node]:
+    """Nodes reachable from roots, each after every node that consumes its output."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack: list[tuple[Node, int]] = [(root, 0)]
+        while stack:
+            node, i = stack.pop()
+            inputs = node.inputs or ()
+            while i < len(inputs):
+                child = inputs[i]._node
+                i += 1
+                if child is not None and id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((node, i))
+                    stack.append((child, 0))
+                    break
+            else:
+                order.append(node)
+    order.reverse()
+    return order
+
+
+def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
+                 create_graph: bool, inputs: Sequence[Tensor] | None = None) -> list[Tensor | None] | None:
+    """Backpropagate `grads` from `roots`. With `inputs`, return their grads instead of accumulating."""
+    pending: dict[int, Tensor] = {}
+    root_nodes: list[Node] = []
+    leaf_results: dict[int, Tensor | None] = {}
+    wanted = {id(t) for t in inputs} if inputs is not None else None
+
+    def deliver_leaf(t: Tensor, g: Tensor) -> None:
+        if t._hooks:
+            for hook in t._hooks:
+                new = hook(g)
+                if new is not None:
+                    g = new
+        if wanted is not None:
+            if id(t) in wanted:
+                prev = leaf_results.get(id(t))
+                leaf_results[id(t)] = g if prev is None else prev + g
+            return
+        g = g if create_graph else g.detach()
+        t.grad = g if t.grad is None else (t.grad + g if create_graph else (t.grad + g).detach())
+
+    for root, g in zip(roots, grads):
+        if root._node is None:
+            if root.requires_grad:
+                deliver_leaf(root, g)
+            continue
+        key = id(root._node)
+        pending[key] = pending[key] + g if key in pending else g
+        root_nodes.append(root._node)
+
+    order = _toposort(root_nodes)
+    with set_grad_enabled(create_graph):
+        for node in order:
+            g = pending.pop(id(node), None)
+            if g is None:
+                continue
+            node.check_versions()
+            if node.hooks:
+                for hook in node.hooks:
+                    new = hook(g)
+                    if new is not None:
+                        g = new
+            if node.retain_ref is not None:
+                kept = node.retain_ref()
+                if kept is not None:
+                    gg = g if create_graph else g.detach()
+                    kept.grad = gg if kept.grad is None else kept.grad + gg
+            if wanted is not None:
+                out = node.out_ref()
+                if out is not None and id(out) in wanted:
+                    prev = leaf_results.get(id(out))
+                    leaf_results[id(out)] = g if prev is None else prev + g
+            input_grads = node.prim.vjp(g, node.inputs, node, **node.params)
+            for inp, gi in zip(node.inputs, input_grads):
+                if gi is None or not inp.requires_grad:
+                    continue
+                child = inp._node
+                if child is None:
+                    deliver_leaf(inp, gi)
+                else:
+                    key = id(child)
+                    pending[key] = pending[key] + gi if key in pending else gi
+    if not retain_graph:
+        for node in order:
+            node.inputs = None
+    if inputs is not None:
+        return [leaf_results.get(id(t)) for t in inputs]
+    return None
+
+
+def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+         grad_outputs: Tensor | Sequence[Tensor] | None = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
+    """Gradients of `outputs` with respect to `inputs`, without touching ``.grad``.
+
+    >>> x = kiln.tensor([1.0, 2.0], requires_grad=True)
+    >>> (gx,) = kiln.autograd.grad((x * x).sum(), x)
+    """
+    from .tensor import Tensor, _default_grad
+
+    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None:
+        gouts = [_default_grad(o) for o in outs]
+    else:
+        gouts = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+    retain = create_graph if retain_graph is None else retain_graph
+    result = run_backward(outs, gouts, retain, create_graph, inputs=ins)
+    assert result is not None
+    for t, g in zip(ins, result):
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                f"one of the differentiated tensors (shape {tuple(t.shape)}) was not used in the "
+                "graph; pass allow_unused=True if this is expected"
+            )
+    return tuple(result)

@@ -1,0 +1,123 @@
+"""Data types: kiln's dtype objects, parsing, and NumPy-like type promotion."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class DType:
+    """A tensor element type, e.g. ``kiln.float32``. Compares equal to itself only."""
+
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "kind", "rank", "c_type")
+
+    def __init__(self, name: str, np_dtype: Any, kind: str, rank: int, c_type: str):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.kind = kind  # "b" bool, "i" integer, "f" floating
+        self.is_floating_point = kind == "f"
+        self.rank = rank  # order within the kind, for promotion
+        self.c_type = c_type
+
+    def __repr__(self) -> str:
+        return f"kiln.{self.name}"
+
+    def __reduce__(self):
+        return (get_dtype, (self.name,))
+
+
+bool_ = DType("bool", np.bool_, "b", 0, "unsigned char")
+int32 = DType("int32", np.int32, "i", 0, "int32_t")
+int64 = DType("int64", np.int64, "i", 1, "int64_t")
+float16 = DType("float16", np.float16, "f", 0, "_Float16")
+float32 = DType("float32", np.float32, "f", 1, "float")
+float64 = DType("float64", np.float64, "f", 2, "double")
+
+ALL_DTYPES = (bool_, int32, int64, float16, float32, float64)
+_KIND_ORDER = {"b": 0, "i": 1, "f": 2}
+
+_BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+_BY_NAME.update({
+    "float": float32, "double": float64, "half": float16, "long": int64, "int": int32,
+    "f32": float32, "f64": float64, "f16": float16, "i32": int32, "i64": int64,
+})
+_BY_NP: dict[np.dtype, DType] = {d.np: d for d in ALL_DTYPES}
+
+default_float: DType = float32
+
+
+def get_dtype(spec: Any) -> DType:
+    """Parse a dtype given as a DType, a name ("float32"), a NumPy dtype or a torch dtype."""
+    if isinstance(spec, DType):
+        return spec
+    if isinstance(spec, str):
+        found = _BY_NAME.get(spec)
+        if found is not None:
+            return found
+    elif spec is bool:
+        return bool_
+    elif spec is int:
+        return int64
+    elif spec is float:
+        return default_float
+    else:
+        text = str(spec)
+        if text.startswith("torch."):
+            found = _BY_NAME.get(text[6:])
+            if found is not None:
+                return found
+        try:
+            found = _BY_NP.get(np.dtype(spec))
+        except TypeError:
+            found = None
+        if found is not None:
+            return found
+    names = ", ".join(d.name for d in ALL_DTYPES)
+    raise TypeError(f"unknown dtype {spec!r}: expected one of {names} (or a kiln.dtype object)")
+
+
+def from_numpy_dtype(np_dtype: np.dtype) -> DType:
+    """The kiln dtype of a NumPy dtype; unsupported types raise TypeError naming the fix."""
+    found = _BY_NP.get(np_dtype)
+    if found is not None:
+        return found
+    if np_dtype.kind == "f":
+        return float64 if np_dtype.itemsize > 8 else default_float
+    if np_dtype.kind in "iu":
+        return int64
+    raise TypeError(
+        f"unsupported array dtype {np_dtype}: kiln supports "
+        f"{', '.join(d.name for d in ALL_DTYPES)}; convert with .astype() first"
+    )
+
+
+def promote(a: DType, b: DType) -> DType:
+    """Result type of a binary op: the higher kind wins (bool < int < float), then the wider type.
+
+    Mixing an integer tensor with a float tensor gives the float tensor's type, as in PyTorch
+    and JAX (NumPy would widen int64 + float32 to float64).
+    """
+    if a is b:
+        return a
+    ka, kb = _KIND_ORDER[a.kind], _KIND_ORDER[b.kind]
+    if ka != kb:
+        return a if ka > kb else b
+    return a if a.rank >= b.rank else b
+
+
+def scalar_dtype(value: Any) -> DType:
+    """The dtype a Python scalar gets on its own."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    if isinstance(value, (int, np.integer)):
+        return int64
+    return default_float
+
+
+def promote_with_scalar(t: DType, value: Any) -> DType:
+    """A Python scalar is weakly typed: it takes the tensor's type unless it is of a higher kind."""
+    s = scalar_dtype(value)
+    if _KIND_ORDER[s.kind] <= _KIND_ORDER[t.kind]:
+        return t
+    return s

@@ -1,0 +1,192 @@
+"""Tensor creation: constant fills, ranges, and random draws from the counter-based stream."""
+from __future__ import annotations
+
+import math as _math
+from typing import Any
+
+import numpy as np
+
+from ..device import Device, get_device
+from ..dtypes import default_float, get_dtype, scalar_dtype
+from ..ops.primitive import REGISTRY, bind
+from ..ops.random_ops import normal_count, uniform_count
+from ..random import Generator, default_generator
+from ..tensor import Tensor
+
+_P = REGISTRY
+
+
+def _shape(shape: tuple) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        out = tuple(int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"shape must be ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t = t.detach()
+        t.requires_grad_(True)
+    return t
+
+
+def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    """A tensor of `shape` filled with `fill_value`."""
+    shape = _shape((shape,) if isinstance(shape, int) else tuple(shape))
+    dt = get_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
+    out = bind(_P["full"], (), {"shape": shape, "value": fill_value, "dtype": dt.name,
+                                "device": get_device(device)})
+    return _finish(out, requires_grad)
+
+
+def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return full(_shape(shape), 0.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
+
+
+def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return full(_shape(shape), 1.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
+
+
+def empty(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uninitialized in PyTorch; zero-filled here so results are never garbage."""
+    return zeros(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _like(x: Tensor, dtype: Any, device: Any) -> tuple[Any, Device]:
+    return (dtype if dtype is not None else x.dtype), (get_device(device) if device is not None else x.device)
+
+
+def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    dt, dev = _like(x, dtype, device)
+    return full(tuple(x.shape), fill_value, dtype=dt, device=dev, requires_grad=requires_grad)
+
+
+def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return full_like(x, 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return full_like(x, 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return zeros_like(x, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """Values from start (inclusive) to end (exclusive) by step; ints give int64."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        dtype = "int64" if is_int else default_float
+    out = bind(_P["arange"], (), {"start": start, "stop": end, "step": step,
+                                  "dtype": get_dtype(dtype).name, "device": get_device(device)})
+    return _finish(out, requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """`steps` evenly spaced values from start to end inclusive."""
+    dt = get_dtype(dtype) if dtype is not None else default_float
+    if steps == 1:
+        return full((1,), start, dtype=dt, device=device, requires_grad=requires_grad)
+    idx = arange(steps, dtype="float64", device=device)
+    delta = (end - start) / (steps - 1)
+    out = (idx * delta + start).to(dt)
+    return _finish(out, requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    m = n if m is None else m
+    r = arange(n, device=device).reshape(n, 1)
+    c = arange(m, device=device).reshape(1, m)
+    out = (r == c).to(dtype if dtype is not None else default_float)
+    return _finish(out, requires_grad)
+
+
+# ---- random -----------------------------------------------------------------------
+def _key(gen: Generator | None, n: int, device: Device) -> Tensor:
+    seed, offset = (gen or default_generator).take(n)
+    return Tensor._wrap(device.xp.asarray([seed, offset], dtype=np.int64), device)
+
+
+def rand(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """Uniform [0, 1) floats from the global counter-based stream."""
+    shape = _shape(shape)
+    dev = get_device(device)
+    dt = get_dtype(dtype) if dtype is not None else default_float
+    out = bind(_P["uniform"], (_key(generator, uniform_count(shape), dev),), {"shape": shape, "dtype": dt.name})
+    return _finish(out, requires_grad)
+
+
+def randn(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal floats from the global counter-based stream."""
+    shape = _shape(shape)
+    dev = get_device(device)
+    dt = get_dtype(dtype) if dtype is not None else default_float
+    out = bind(_P["normal"], (_key(generator, normal_count(shape), dev),), {"shape": shape, "dtype": dt.name})
+    return _finish(out, requires_grad)
+
+
+def randint(low: int, high: int | None = None, size: Any = None, *, dtype: Any = None,
+            device: Any = None, generator: Generator | None = None) -> Tensor:
+    """Integers uniform in [low, high)."""
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() needs size, e.g. randint(0, 10, (3,))")
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    u = rand(*_shape((size,) if isinstance(size, int) else tuple(size)), dtype="float64",
+             device=device, generator=generator)
+    return (u * (high - low)).floor().to(dtype or "int64") + low
+
+
+def rand_like(x: Tensor, *, dtype: Any = None, generator: Generator | None = None) -> Tensor:
+    return rand(*x.shape, dtype=dtype or x.dtype, device=x.device, generator=generator)
+
+
+def randn_like(x: Tensor, *, dtype: Any = None, generator: Generator | None = None) -> Tensor:
+    return randn(*x.shape, dtype=dtype or x.dtype, device=x.device, generator=generator)
+
+
+def normal(mean: float = 0.0, std: float = 1.0, size: Any = None, *, dtype: Any = None,
+           device: Any = None, generator: Generator | None = None) -> Tensor:
+    if size is None:
+        raise TypeError("normal() needs size")
+    z = randn(*_shape((size,) if isinstance(size, int) else tuple(size)), dtype=dtype, device=device,
+              generator=generator)
+    return z * std + mean
+
+
+def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, *, dtype: Any = None,
+            device: Any = None, generator: Generator | None = None) -> Tensor:
+    if size is None:
+        raise TypeError("uniform() needs size")
+    u = rand(*_shape((size,) if isinstance(size, int) else tuple(size)), dtype=dtype, device=device,
+             generator=generator)
+    return u * (high - low) + low
+
+
+def randperm(n: int, *, dtype: Any = None, device: Any = None, generator: Generator | None = None) -> Tensor:
+    """A random permutation of 0..n-1 (argsort of uniform draws)."""
+    u = rand(n, dtype="float64", generator=generator)
+    return Tensor._wrap(np.argsort(u._data, kind="stable").astype(get_dtype(dtype or "int64").np),
+                        get_device(device))
+
+
+_ = _math

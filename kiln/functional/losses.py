@@ -1,0 +1,147 @@
+"""Loss functions with PyTorch's semantics (reduction, weights, ignore_index, smoothing)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..ops.primitive import ShapeError
+from ..tensor import Tensor
+from .activations import log_softmax
+from .math import (abs, add, cast, div, exp, log1p, logical_not, mean, mul, ne, neg, relu, sub, sum,
+                   where)
+from .shape import gather, squeeze, unsqueeze
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _class_shape(w: Tensor, ndim: int) -> Tensor:
+    """Reshape per-class weights (C,) to broadcast along dim 1 of an ndim-d input."""
+    return w.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+             reduction: str = "mean", *, label_smoothing: float = 0.0) -> Tensor:
+    """Negative log-likelihood of class indices `target` under log-probabilities `logp` (N, C, ...)."""
+    if logp.ndim == 1:
+        logp, target = unsqueeze(logp, 0), unsqueeze(target, 0)
+        out = nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing=label_smoothing)
+        return squeeze(out, 0) if reduction == "none" else out
+    if target.dtype.is_floating_point:
+        raise TypeError("nll_loss: target must hold class indices (int64); for class probabilities "
+                        "use cross_entropy with a float target")
+    expected = (logp.shape[0],) + tuple(logp.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ShapeError(f"nll_loss: input of shape {tuple(logp.shape)} needs a target of shape "
+                         f"{expected}, got {tuple(target.shape)}")
+    n_classes = logp.shape[1]
+    valid = ne(target, ignore_index)
+    safe_target = where(valid, target, 0)
+    picked = squeeze(gather(logp, 1, unsqueeze(safe_target, 1)), 1)
+    validf = cast(valid, logp.dtype)
+    if weight is not None:
+        w_t = mul(gather(_class_shape(weight, 2).expand(safe_target.numel(), n_classes), 1,
+                         safe_target.reshape(-1, 1)).reshape(tuple(target.shape)), validf)
+    else:
+        w_t = validf
+    loss = mul(neg(picked), w_t)
+    smooth = None
+    if label_smoothing > 0:
+        per_class = neg(logp) if weight is None else mul(neg(logp), _class_shape(weight, logp.ndim))
+        smooth = mul(sum(per_class, 1), validf)
+    if reduction == "none":
+        if smooth is not None:
+            loss = add(mul(loss, 1 - label_smoothing), mul(smooth, label_smoothing / n_classes))
+        return loss
+    total = sum(loss)
+    if smooth is not None:
+        total = add(mul(total, 1 - label_smoothing), mul(sum(smooth), label_smoothing / n_classes))
+    if reduction == "sum":
+        return total
+    if reduction == "mean":
+        return div(total, sum(w_t))
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
+                  ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross-entropy of logits (N, C, ...) against class indices or class probabilities."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    logp = log_softmax(input, 1 if input.ndim > 1 else 0)
+    if target.dtype.is_floating_point:
+        if tuple(target.shape) != tuple(input.shape):
+            raise ShapeError(f"cross_entropy: probability target shape {tuple(target.shape)} must "
+                             f"match the input shape {tuple(input.shape)}")
+        n_classes = input.shape[1] if input.ndim > 1 else input.shape[0]
+        if label_smoothing > 0:
+            target = add(mul(target, 1 - label_smoothing), label_smoothing / n_classes)
+        terms = mul(logp, target)
+        if weight is not None:
+            terms = mul(terms, _class_shape(weight, input.ndim) if input.ndim > 1 else weight)
+        loss = neg(sum(terms, 1 if input.ndim > 1 else 0))
+        if reduction == "mean":
+            return div(sum(loss), float(loss.numel() if loss.ndim else 1))
+        return _reduce(loss, reduction)
+    return nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing=label_smoothing)
+
+
+def _check_same_shape(op: str, a: Tensor, b: Tensor) -> None:
+    if tuple(a.shape) != tuple(b.shape):
+        raise ShapeError(f"{op}: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} differ")
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    _check_same_shape("mse_loss", input, target)
+    d = sub(input, target)
+    return _reduce(mul(d, d), reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
+    _check_same_shape("l1_loss", input, target)
+    return _reduce(abs(sub(input, target)), reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
+    _check_same_shape("smooth_l1_loss", input, target)
+    d = abs(sub(input, target))
+    from .math import lt  # noqa: PLC0415
+
+    quad = div(mul(mul(d, d), 0.5), beta)
+    return _reduce(where(lt(d, beta), quad, sub(d, 0.5 * beta)), reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
+                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """Sigmoid + binary cross-entropy in one stable expression."""
+    _check_same_shape("binary_cross_entropy_with_logits", input, target)
+    softplus_neg = add(log1p(exp(neg(abs(input)))), relu(neg(input)))  # log(1 + exp(-x))
+    if pos_weight is not None:
+        coef = add(mul(sub(pos_weight, 1.0), target), 1.0)
+        loss = add(mul(sub(1.0, target), input), mul(coef, softplus_neg))
+    else:
+        loss = add(mul(sub(1.0, target), input), softplus_neg)
+    if weight is not None:
+        loss = mul(loss, weight)
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
+                         reduction: str = "mean") -> Tensor:
+    from .math import clamp, log  # noqa: PLC0415
+
+    logp = clamp(log(input), -100.0)
+    log1mp = clamp(log(sub(1.0, input)), -100.0)
+    loss = neg(add(mul(target, logp), mul(sub(1.0, target), log1mp)))
+    if weight is not None:
+        loss = mul(loss, weight)
+    return _reduce(loss, reduction)
+
+
+_unused: Any = logical_not

@@ -1,0 +1,470 @@
+"""Elementwise primitives: unary math, binary arithmetic, comparisons, where and cast.
+
+Binary primitives take operands of one dtype (the frontend promotes and casts
+first) and broadcast NumPy-style. Each carries a C expression for the codegen.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import bool_, get_dtype
+from .primitive import AbstractValue, Primitive, ShapeError
+
+
+def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
+    """NumPy broadcasting of shapes; a ShapeError names the op and the shapes."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i >= ndim - len(s) else 1
+            if d == 1:
+                continue
+            if size == 1:
+                size = d
+            elif d != size:
+                shown = " and ".join(str(tuple(s)) for s in shapes)
+                raise ShapeError(f"{op}: shapes {shown} are not broadcastable "
+                                 f"(dimension {i - ndim} is {size} vs {d})")
+        out.append(size)
+    return tuple(out)
+
+
+def F():  # noqa: N802 - lazy access to the functional ops used by VJPs
+    from .. import functional
+
+    return functional
+
+
+# ---- unary ------------------------------------------------------------------------
+class Unary(Primitive):
+    """Shape- and dtype-preserving one-input op."""
+
+    def abstract(self, x: AbstractValue, **params: Any) -> AbstractValue:
+        return x
+
+
+class Neg(Unary):
+    name = "neg"
+    c_expr = "(-{0})"
+
+    def kernel(self, xp, x):
+        return xp.negative(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().neg(g),)
+
+
+class Exp(Unary):
+    name = "exp"
+    saves_output = True
+    c_expr = "exp({0})"
+
+    def kernel(self, xp, x):
+        return xp.exp(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().mul(g, node.output()),)
+
+
+class Log(Unary):
+    name = "log"
+    saves_inputs = (0,)
+    c_expr = "log({0})"
+
+    def kernel(self, xp, x):
+        return xp.log(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().div(g, inputs[0]),)
+
+
+class Log1p(Unary):
+    name = "log1p"
+    saves_inputs = (0,)
+    c_expr = "log1p({0})"
+
+    def kernel(self, xp, x):
+        return xp.log1p(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().div(g, F().add(inputs[0], 1.0)),)
+
+
+class Sin(Unary):
+    name = "sin"
+    saves_inputs = (0,)
+    c_expr = "sin({0})"
+
+    def kernel(self, xp, x):
+        return xp.sin(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().mul(g, F().cos(inputs[0])),)
+
+
+class Cos(Unary):
+    name = "cos"
+    saves_inputs = (0,)
+    c_expr = "cos({0})"
+
+    def kernel(self, xp, x):
+        return xp.cos(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().neg(F().mul(g, F().sin(inputs[0]))),)
+
+
+class Sqrt(Unary):
+    name = "sqrt"
+    saves_output = True
+    c_expr = "sqrt({0})"
+
+    def kernel(self, xp, x):
+        return xp.sqrt(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().div(g, F().mul(node.output(), 2.0)),)
+
+
+class Tanh(Unary):
+    name = "tanh"
+    saves_output = True
+    c_expr = "tanh({0})"
+
+    def kernel(self, xp, x):
+        return xp.tanh(x)
+
+    def vjp(self, g, inputs, node):
+        y = node.output()
+        return (F().mul(g, F().rsub(F().mul(y, y), 1.0)),)
+
+
+class Sigmoid(Unary):
+    name = "sigmoid"
+    saves_output = True
+    c_expr = "(1 / (1 + exp(-{0})))"
+
+    def kernel(self, xp, x):
+        # exp(-|x|) never overflows; pick the stable branch per sign
+        e = xp.exp(-xp.abs(x))
+        return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+    def vjp(self, g, inputs, node):
+        y = node.output()
+        return (F().mul(g, F().mul(y, F().rsub(y, 1.0))),)
+
+
+class Relu(Unary):
+    name = "relu"
+    saves_output = True
+    c_expr = "({0} > 0 ? {0} : 0)"
+
+    def kernel(self, xp, x):
+        return xp.maximum(x, 0).astype(x.dtype, copy=False)
+
+    def vjp(self, g, inputs, node):
+        f = F()
+        return (f.where(f.gt(node.output(), 0), g, f.zeros_like(g)),)
+
+
+def _erf_numpy(xp: Any, x: Any) -> Any:
+    """erf to double precision: a positive-term series for |x| < 3, the asymptotic 1 - erfc beyond."""
+    try:
+        from scipy.special import erf  # noqa: PLC0415
+
+        return erf(x)
+    except ImportError:
+        pass
+    x64 = xp.asarray(x, dtype=xp.float64)
+    a = xp.abs(x64)
+    small = xp.minimum(a, 3.0)
+    # erf(x) = 2/sqrt(pi) * exp(-x^2) * sum_n 2^n x^(2n+1) / (1*3*...*(2n+1))
+    term = small.copy()
+    total = small.copy()
+    x2 = small * small
+    for n in range(1, 200):
+        term = term * 2.0 * x2 / (2 * n + 1)
+        total += term
+        if float(xp.max(term, initial=0.0)) < 1e-17 * max(float(xp.max(total, initial=0.0)), 1e-300):
+            break
+    series = 2.0 / math.sqrt(math.pi) * xp.exp(-x2) * total
+    # erfc(x) ~ exp(-x^2)/(x sqrt(pi)) * (1 - 1/(2x^2) + 3/(4x^4) - 15/(8x^6) + ...), for x >= 3
+    big = xp.maximum(a, 3.0)
+    inv = 1.0 / (2.0 * big * big)
+    asym = 1.0 - inv + 3 * inv**2 - 15 * inv**3 + 105 * inv**4 - 945 * inv**5
+    erfc = xp.exp(-big * big) / (big * math.sqrt(math.pi)) * asym
+    result = xp.where(a < 3.0, series, 1.0 - erfc)
+    return (xp.sign(x64) * result).astype(x.dtype, copy=False)
+
+
+class Erf(Unary):
+    name = "erf"
+    saves_inputs = (0,)
+    c_expr = "erf({0})"
+
+    def kernel(self, xp, x):
+        return _erf_numpy(xp, x)
+
+    def vjp(self, g, inputs, node):
+        f = F()
+        x = inputs[0]
+        return (f.mul(g, f.mul(f.exp(f.neg(f.mul(x, x))), 2.0 / math.sqrt(math.pi))),)
+
+
+class Abs(Unary):
+    name = "abs"
+    saves_inputs = (0,)
+    c_expr = "fabs({0})"
+
+    def kernel(self, xp, x):
+        return xp.abs(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().mul(g, F().sign(inputs[0])),)
+
+
+class Sign(Unary):
+    name = "sign"
+    c_expr = "(({0} > 0) - ({0} < 0))"
+
+    def kernel(self, xp, x):
+        return xp.sign(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().zeros_like(g),)
+
+
+class LogicalNot(Primitive):
+    name = "logical_not"
+    c_expr = "(!{0})"
+
+    def abstract(self, x, **params):
+        return AbstractValue(x.shape, bool_)
+
+    def kernel(self, xp, x):
+        return xp.logical_not(x)
+
+
+class Cast(Primitive):
+    name = "cast"
+    c_expr = "(({dtype}){0})"
+
+    def abstract(self, x, *, dtype):
+        return AbstractValue(x.shape, get_dtype(dtype))
+
+    def kernel(self, xp, x, *, dtype):
+        return x.astype(get_dtype(dtype).np)
+
+    def vjp(self, g, inputs, node, *, dtype):
+        x = inputs[0]
+        if not x.dtype.is_floating_point:
+            return (None,)
+        return (F().cast(g, x.dtype),)
+
+
+# ---- binary -----------------------------------------------------------------------
+class Binary(Primitive):
+    """Two same-dtype operands, broadcast; the output has their dtype."""
+
+    def abstract(self, a: AbstractValue, b: AbstractValue, **params: Any) -> AbstractValue:
+        if a.dtype is not b.dtype:
+            raise TypeError(f"{self.name}: operands must share a dtype, got {a.dtype.name} and "
+                            f"{b.dtype.name}; the frontend casts them, so call kiln.{self.name}()")
+        return AbstractValue(broadcast_shapes(self.name, a.shape, b.shape), a.dtype)
+
+
+def _unbroadcast(g, x):
+    return F().sum_to(g, x.shape)
+
+
+class Add(Binary):
+    name = "add"
+    c_expr = "({0} + {1})"
+
+    def kernel(self, xp, a, b):
+        return xp.add(a, b)
+
+    def vjp(self, g, inputs, node):
+        a, b = inputs
+        return (_unbroadcast(g, a) if a.requires_grad else None,
+                _unbroadcast(g, b) if b.requires_grad else None)
+
+
+class Sub(Binary):
+    name = "sub"
+    c_expr = "({0} - {1})"
+
+    def kernel(self, xp, a, b):
+        return xp.subtract(a, b)
+
+    def vjp(self, g, inputs, node):
+        a, b = inputs
+        return (_unbroadcast(g, a) if a.requires_grad else None,
+                _unbroadcast(F().neg(g), b) if b.requires_grad else None)
+
+
+class Mul(Binary):
+    name = "mul"
+    saves_inputs = (0, 1)
+    c_expr = "({0} * {1})"
+
+    def kernel(self, xp, a, b):
+        return xp.multiply(a, b)
+
+    def vjp(self, g, inputs, node):
+        a, b = inputs
+        f = F()
+        return (_unbroadcast(f.mul(g, b), a) if a.requires_grad else None,
+                _unbroadcast(f.mul(g, a), b) if b.requires_grad else None)
+
+
+class Div(Binary):
+    name = "div"
+    saves_inputs = (0, 1)
+    c_expr = "({0} / {1})"
+
+    def kernel(self, xp, a, b):
+        return xp.true_divide(a, b)
+
+    def vjp(self, g, inputs, node):
+        a, b = inputs
+        f = F()
+        ga = _unbroadcast(f.div(g, b), a) if a.requires_grad else None
+        gb = _unbroadcast(f.neg(f.div(f.mul(g, a), f.mul(b, b))), b) if b.requires_grad else None
+        return ga, gb
+
+
+class Pow(Binary):
+    name = "pow"
+    saves_inputs = (0, 1)
+    c_expr = "pow({0}, {1})"
+
+    def kernel(self, xp, a, b):
+        return xp.power(a, b)
+
+    def vjp(self, g, inputs, node):
+        a, b = inputs
+        f = F()
+        ga = gb = None
+        if a.requires_grad:
+            ga = _unbroadcast(f.mul(g, f.mul(b, f.pow(a, f.sub(b, 1.0)))), a)
+        if b.requires_grad:
+            # d/db a^b = a^b log a; defined as 0 where a == 0 (as PyTorch does)
+            safe = f.where(f.eq(a, 0), f.ones_like(a), a)
+            term = f.mul(f.pow(a, b), f.log(safe))
+            gb = _unbroadcast(f.mul(g, term), b)
+        return ga, gb
+
+
+class _Extremum(Binary):
+    """maximum/minimum: the gradient goes to the winner; ties split it evenly (as PyTorch)."""
+
+    saves_inputs = (0, 1)
+    _wins = "gt"
+
+    def vjp(self, g, inputs, node):
+        a, b = inputs
+        f = F()
+        wins = getattr(f, self._wins)
+        half = f.mul(g, 0.5)
+        zero = f.zeros_like(g)
+        tie = f.eq(a, b)
+        ga = gb = None
+        if a.requires_grad:
+            ga = _unbroadcast(f.where(wins(a, b), g, f.where(tie, half, zero)), a)
+        if b.requires_grad:
+            gb = _unbroadcast(f.where(wins(b, a), g, f.where(tie, half, zero)), b)
+        return ga, gb
+
+
+class Maximum(_Extremum):
+    name = "maximum"
+    c_expr = "({0} > {1} ? {0} : {1})"
+    _wins = "gt"
+
+    def kernel(self, xp, a, b):
+        return xp.maximum(a, b)
+
+
+class Minimum(_Extremum):
+    name = "minimum"
+    c_expr = "({0} < {1} ? {0} : {1})"
+    _wins = "lt"
+
+    def kernel(self, xp, a, b):
+        return xp.minimum(a, b)
+
+
+class Compare(Binary):
+    """Comparisons and logical ops: bool output, no gradient."""
+
+    _ufunc = ""
+
+    def abstract(self, a, b, **params):
+        return AbstractValue(super().abstract(a, b).shape, bool_)
+
+    def kernel(self, xp, a, b):
+        return getattr(xp, self._ufunc)(a, b)
+
+
+class Lt(Compare):
+    name, _ufunc, c_expr = "lt", "less", "({0} < {1})"
+
+
+class Le(Compare):
+    name, _ufunc, c_expr = "le", "less_equal", "({0} <= {1})"
+
+
+class Gt(Compare):
+    name, _ufunc, c_expr = "gt", "greater", "({0} > {1})"
+
+
+class Ge(Compare):
+    name, _ufunc, c_expr = "ge", "greater_equal", "({0} >= {1})"
+
+
+class Eq(Compare):
+    name, _ufunc, c_expr = "eq", "equal", "({0} == {1})"
+
+
+class Ne(Compare):
+    name, _ufunc, c_expr = "ne", "not_equal", "({0} != {1})"
+
+
+class LogicalAnd(Compare):
+    name, _ufunc, c_expr = "logical_and", "logical_and", "({0} && {1})"
+
+
+class LogicalOr(Compare):
+    name, _ufunc, c_expr = "logical_or", "logical_or", "({0} || {1})"
+
+
+class Where(Primitive):
+    """where(cond, a, b): a where cond is true, else b; all three broadcast."""
+
+    name = "where"
+    saves_inputs = (0,)
+    c_expr = "({0} ? {1} : {2})"
+
+    def abstract(self, c, a, b):
+        if c.dtype is not bool_:
+            raise TypeError(f"where: condition must be bool, got {c.dtype.name}")
+        if a.dtype is not b.dtype:
+            raise TypeError(f"where: branches must share a dtype, got {a.dtype.name} and {b.dtype.name}")
+        return AbstractValue(broadcast_shapes("where", c.shape, a.shape, b.shape), a.dtype)
+
+    def kernel(self, xp, c, a, b):
+        return xp.where(c, a, b)
+
+    def vjp(self, g, inputs, node):
+        c, a, b = inputs
+        f = F()
+        zero = f.zeros_like(g)
+        return (None,
+                _unbroadcast(f.where(c, g, zero), a) if a.requires_grad else None,
+                _unbroadcast(f.where(c, zero, g), b) if b.requires_grad else None)

@@ -1,0 +1,93 @@
+"""Linear-algebra primitives: batched matmul (BLAS) and two-operand einsum."""
+from __future__ import annotations
+
+from .elementwise import F, broadcast_shapes
+from .primitive import AbstractValue, Primitive, ShapeError
+
+
+class Matmul(Primitive):
+    """a @ b for a, b with ndim >= 2; batch dims broadcast (the frontend handles 1-D)."""
+
+    name = "matmul"
+    saves_inputs = (0, 1)
+
+    def abstract(self, a, b):
+        if len(a.shape) < 2 or len(b.shape) < 2:
+            raise ShapeError(f"matmul: operands need >= 2 dims here, got {tuple(a.shape)} and {tuple(b.shape)}")
+        if a.shape[-1] != b.shape[-2]:
+            raise ShapeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align "
+                             f"(inner dimensions {a.shape[-1]} and {b.shape[-2]} differ)")
+        if a.dtype is not b.dtype:
+            raise TypeError(f"matmul: operands must share a dtype, got {a.dtype.name} and {b.dtype.name}")
+        batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+        return AbstractValue(batch + (a.shape[-2], b.shape[-1]), a.dtype)
+
+    def kernel(self, xp, a, b):
+        return xp.matmul(a, b)
+
+    def vjp(self, g, inputs, node):
+        a, b = inputs
+        f = F()
+        ga = f.sum_to(f.matmul(g, f.swapaxes(b, -1, -2)), a.shape) if a.requires_grad else None
+        gb = f.sum_to(f.matmul(f.swapaxes(a, -1, -2), g), b.shape) if b.requires_grad else None
+        return ga, gb
+
+
+def parse_einsum(spec: str) -> tuple[str, str, str]:
+    spec = spec.replace(" ", "")
+    if "->" not in spec:
+        raise ValueError(f"einsum: explicit output required, got {spec!r} (write e.g. 'ij,jk->ik')")
+    lhs, out = spec.split("->")
+    terms = lhs.split(",")
+    if len(terms) != 2:
+        raise ValueError(f"einsum: exactly two operands are supported, got {len(terms)} in {spec!r}")
+    a, b = terms
+    for term in (a, b, out):
+        if "." in term:
+            raise ValueError(f"einsum: ellipsis is not supported in {spec!r}")
+        if len(set(term)) != len(term):
+            raise ValueError(f"einsum: repeated index within one operand is not supported: {term!r}")
+    return a, b, out
+
+
+class Einsum(Primitive):
+    """Two-operand einsum with an explicit output, e.g. 'bij,bjk->bik'."""
+
+    name = "einsum"
+    saves_inputs = (0, 1)
+
+    def abstract(self, a, b, *, spec):
+        sa, sb, so = parse_einsum(spec)
+        if len(sa) != len(a.shape) or len(sb) != len(b.shape):
+            raise ShapeError(f"einsum {spec!r}: operands have shapes {tuple(a.shape)} and {tuple(b.shape)}")
+        sizes: dict[str, int] = {}
+        for term, shape in ((sa, a.shape), (sb, b.shape)):
+            for ch, d in zip(term, shape):
+                if sizes.setdefault(ch, d) != d:
+                    raise ShapeError(f"einsum {spec!r}: index {ch!r} has sizes {sizes[ch]} and {d} "
+                                     f"(shapes {tuple(a.shape)} and {tuple(b.shape)})")
+        for ch in so:
+            if ch not in sizes:
+                raise ShapeError(f"einsum {spec!r}: output index {ch!r} is not in the inputs")
+        return AbstractValue(tuple(sizes[ch] for ch in so), a.dtype)
+
+    def kernel(self, xp, a, b, *, spec):
+        return xp.einsum(spec, a, b, optimize=True)
+
+    def vjp(self, g, inputs, node, *, spec):
+        a, b = inputs
+        sa, sb, so = parse_einsum(spec)
+        f = F()
+        return (_einsum_grad(f, g, so, b, sb, a, sa) if a.requires_grad else None,
+                _einsum_grad(f, g, so, a, sa, b, sb) if b.requires_grad else None)
+
+
+def _einsum_grad(f, g, so, other, s_other, target, s_target):
+    """d/d(target): einsum(g, other -> target), then broadcast indices only target had."""
+    keep = "".join(ch for ch in s_target if ch in so or ch in s_other)
+    grad = f.einsum(f"{so},{s_other}->{keep}", g, other)
+    if keep == s_target:
+        return grad
+    shape = [target.shape[i] if ch not in keep else -1 for i, ch in enumerate(s_target)]
+    view = [1 if ch not in keep else grad.shape[keep.index(ch)] for ch in s_target]
+    return f.expand(f.reshape(grad, tuple(view)), tuple(t if t != -1 else v for t, v in zip(shape, view)))

@@ -1,0 +1,296 @@
+"""Movement primitives: reshape, permute, expand, index, pad, concat, flip, gather, scatter.
+
+Indexing uses a hashable static `spec`, one entry per index item:
+``("s", start, stop, step)`` a slice, ``("i", n)`` an integer, ``("n",)`` None,
+``("e",)`` Ellipsis, and ``("t",)`` a tensor index taken from the op's inputs.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .elementwise import F
+from .primitive import AbstractValue, Primitive, ShapeError
+
+
+def resolve_index(spec: tuple, idx_arrays: tuple | list) -> tuple:
+    """Turn a static spec plus tensor index arrays into a NumPy index tuple."""
+    out: list[Any] = []
+    it = iter(idx_arrays)
+    for entry in spec:
+        kind = entry[0]
+        if kind == "s":
+            out.append(slice(entry[1], entry[2], entry[3]))
+        elif kind == "i":
+            out.append(entry[1])
+        elif kind == "n":
+            out.append(None)
+        elif kind == "e":
+            out.append(Ellipsis)
+        else:
+            out.append(next(it))
+    return tuple(out)
+
+
+def is_basic(spec: tuple) -> bool:
+    return all(e[0] != "t" for e in spec)
+
+
+class Reshape(Primitive):
+    name = "reshape"
+    is_view = True
+
+    def abstract(self, x, *, shape):
+        if math.prod(shape) != math.prod(x.shape):
+            raise ShapeError(f"reshape: cannot reshape a tensor of shape {tuple(x.shape)} "
+                             f"({math.prod(x.shape)} elements) into shape {tuple(shape)}")
+        return AbstractValue(tuple(shape), x.dtype)
+
+    def kernel(self, xp, x, *, shape):
+        return x.reshape(shape)
+
+    def vjp(self, g, inputs, node, *, shape):
+        return (F().reshape(g, inputs[0].shape),)
+
+
+class Permute(Primitive):
+    name = "permute"
+    is_view = True
+
+    def abstract(self, x, *, perm):
+        if sorted(perm) != list(range(len(x.shape))):
+            raise ShapeError(f"permute: {tuple(perm)} is not a permutation of the "
+                             f"{len(x.shape)} dims of shape {tuple(x.shape)}")
+        return AbstractValue(tuple(x.shape[p] for p in perm), x.dtype)
+
+    def kernel(self, xp, x, *, perm):
+        return x.transpose(perm)
+
+    def vjp(self, g, inputs, node, *, perm):
+        inverse = tuple(int(i) for i in np.argsort(perm))
+        return (F().permute(g, inverse),)
+
+
+class Expand(Primitive):
+    """Broadcast size-1 dims to `shape` (same ndim; the frontend adds leading dims)."""
+
+    name = "expand"
+    is_view = True
+
+    def abstract(self, x, *, shape):
+        if len(shape) != len(x.shape) or any(d != 1 and d != s for d, s in zip(x.shape, shape)):
+            raise ShapeError(f"expand: cannot expand shape {tuple(x.shape)} to {tuple(shape)}")
+        return AbstractValue(tuple(shape), x.dtype)
+
+    def kernel(self, xp, x, *, shape):
+        return xp.broadcast_to(x, shape)
+
+    def vjp(self, g, inputs, node, *, shape):
+        x = inputs[0]
+        axes = tuple(i for i, (d, s) in enumerate(zip(x.shape, shape)) if d == 1 and s != 1)
+        if not axes:
+            return (g,)
+        return (F().sum(g, dim=axes, keepdim=True),)
+
+
+class Index(Primitive):
+    """x[spec] with tensor indices as extra inputs (basic specs give views)."""
+
+    name = "index"
+    is_view = True  # conservative: advanced indexing copies, basic indexing shares memory
+
+    def abstract(self, x, *idx, spec):
+        dummy = np.broadcast_to(np.empty((), np.int8), x.shape)
+        arrays = [np.zeros(i.shape, np.bool_ if i.dtype.name == "bool" else np.intp) for i in idx]
+        try:
+            shape = dummy[resolve_index(spec, arrays)].shape
+        except IndexError as exc:
+            raise ShapeError(f"index: {exc} (tensor of shape {tuple(x.shape)})") from None
+        return AbstractValue(shape, x.dtype)
+
+    def kernel(self, xp, x, *idx, spec):
+        return x[resolve_index(spec, idx)]
+
+    def vjp(self, g, inputs, node, *, spec):
+        x, *idx = inputs
+        return (F().index_grad(g, idx, spec, x.shape),) + (None,) * len(idx)
+
+
+class IndexGrad(Primitive):
+    """Scatter-add `g` into zeros of `shape` at x[spec]: the VJP of Index."""
+
+    name = "index_grad"
+
+    def abstract(self, g, *idx, spec, shape):
+        return AbstractValue(tuple(shape), g.dtype)
+
+    def kernel(self, xp, g, *idx, spec, shape):
+        out = xp.zeros(shape, dtype=g.dtype)
+        where = resolve_index(spec, idx)
+        if is_basic(spec):
+            out[where] = g
+        else:
+            xp.add.at(out, where, g)
+        return out
+
+    def vjp(self, gg, inputs, node, *, spec, shape):
+        _, *idx = inputs
+        return (F().bind_index(gg, idx, spec),) + (None,) * len(idx)
+
+
+class IndexPut(Primitive):
+    """A copy of x with x[spec] = v (v broadcasts): the out-of-place form of __setitem__."""
+
+    name = "index_put"
+
+    def abstract(self, x, v, *idx, spec):
+        return x
+
+    def kernel(self, xp, x, v, *idx, spec):
+        out = x.copy()
+        out[resolve_index(spec, idx)] = v
+        return out
+
+    def vjp(self, g, inputs, node, *, spec):
+        x, v, *idx = inputs
+        f = F()
+        gx = gv = None
+        if x.requires_grad:
+            gx = f.index_put(g, f.zeros((), dtype=g.dtype), idx, spec)
+        if v.requires_grad:
+            gv = f.sum_to(f.bind_index(g, idx, spec), v.shape)
+        return (gx, gv) + (None,) * len(idx)
+
+
+class Pad(Primitive):
+    """Constant padding; `pads` is ((lo, hi), ...) per dim, all >= 0."""
+
+    name = "pad"
+
+    def abstract(self, x, *, pads, value):
+        if len(pads) != len(x.shape):
+            raise ShapeError(f"pad: {len(pads)} (lo, hi) pairs for a tensor of {len(x.shape)} dims")
+        return AbstractValue(tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, pads)), x.dtype)
+
+    def kernel(self, xp, x, *, pads, value):
+        return xp.pad(x, pads, mode="constant", constant_values=value)
+
+    def vjp(self, g, inputs, node, *, pads, value):
+        spec = tuple(("s", lo, lo + d, 1) for (lo, _), d in zip(pads, inputs[0].shape))
+        return (F().bind_index(g, (), spec),)
+
+
+class Concat(Primitive):
+    name = "concat"
+
+    def abstract(self, *xs, axis):
+        first = xs[0]
+        for x in xs[1:]:
+            if x.dtype is not first.dtype:
+                raise TypeError(f"concat: tensors must share a dtype, got {first.dtype.name} and {x.dtype.name}")
+            if len(x.shape) != len(first.shape) or any(
+                a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != axis
+            ):
+                raise ShapeError(f"concat: shapes {tuple(first.shape)} and {tuple(x.shape)} differ "
+                                 f"outside the concatenation dim {axis}")
+        shape = list(first.shape)
+        shape[axis] = sum(x.shape[axis] for x in xs)
+        return AbstractValue(tuple(shape), first.dtype)
+
+    def kernel(self, xp, *xs, axis):
+        return xp.concatenate(xs, axis=axis)
+
+    def vjp(self, g, inputs, node, *, axis):
+        grads = []
+        start = 0
+        f = F()
+        for x in inputs:
+            stop = start + x.shape[axis]
+            if x.requires_grad:
+                spec = tuple(("s", start, stop, 1) if i == axis else ("s", None, None, None)
+                             for i in range(len(x.shape)))
+                grads.append(f.bind_index(g, (), spec))
+            else:
+                grads.append(None)
+            start = stop
+        return tuple(grads)
+
+
+class Flip(Primitive):
+    name = "flip"
+    is_view = True
+
+    def abstract(self, x, *, axes):
+        return x
+
+    def kernel(self, xp, x, *, axes):
+        return xp.flip(x, axis=axes)
+
+    def vjp(self, g, inputs, node, *, axes):
+        return (F().flip(g, axes),)
+
+
+class Gather(Primitive):
+    """out[..i..] = x[..idx[..i..]..] along `axis` (idx has x's shape off that axis)."""
+
+    name = "gather"
+    saves_inputs = (1,)
+
+    def abstract(self, x, idx, *, axis):
+        if len(idx.shape) != len(x.shape):
+            raise ShapeError(f"gather: index has {len(idx.shape)} dims, input has {len(x.shape)}")
+        return AbstractValue(tuple(idx.shape), x.dtype)
+
+    def kernel(self, xp, x, idx, *, axis):
+        return xp.take_along_axis(x, idx, axis=axis)
+
+    def vjp(self, g, inputs, node, *, axis):
+        x, idx = inputs
+        f = F()
+        return (f.scatter_add(f.zeros(x.shape, dtype=g.dtype), axis, idx, g), None)
+
+
+def _scatter_index(xp: Any, idx: Any, axis: int) -> tuple:
+    grid = list(xp.indices(idx.shape, sparse=True))
+    grid[axis] = idx
+    return tuple(grid)
+
+
+class ScatterAdd(Primitive):
+    """A copy of `base` with src added at idx along `axis` (src has idx's shape)."""
+
+    name = "scatter_add"
+    saves_inputs = (1,)
+
+    def abstract(self, base, idx, src, *, axis):
+        if tuple(idx.shape) != tuple(src.shape):
+            raise ShapeError(f"scatter_add: index shape {tuple(idx.shape)} != source shape {tuple(src.shape)}")
+        return base
+
+    def kernel(self, xp, base, idx, src, *, axis):
+        out = base.copy()
+        xp.add.at(out, _scatter_index(xp, idx, axis), src)
+        return out
+
+    def vjp(self, g, inputs, node, *, axis):
+        base, idx, src = inputs
+        f = F()
+        return (g if base.requires_grad else None, None,
+                f.gather(g, axis, idx) if src.requires_grad else None)
+
+
+class Copy(Primitive):
+    """A fresh contiguous copy (clone)."""
+
+    name = "copy"
+
+    def abstract(self, x):
+        return x
+
+    def kernel(self, xp, x):
+        return xp.array(x, copy=True, order="C")
+
+    def vjp(self, g, inputs, node):
+        return (g,)

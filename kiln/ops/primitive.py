@@ -1,0 +1,141 @@
+"""The primitive contract and `bind`, the one door every computation goes through.
+
+A `Primitive` states in one place:
+  1. `abstract`: the shape and dtype rule (`AbstractValue`s in, one out);
+  2. `kernel`: the array computation, generic over the array module `xp`;
+  3. `vjp`: the vector-Jacobian product, written in kiln ops;
+  4. `c_expr` (elementwise only): a C expression template for the code generator.
+
+`bind` runs the kernel, records an autograd `Node` when needed, and reports the
+call to the active tracer (see kiln.jit), so eager, autograd and the compiler
+all share these definitions.
+"""
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from .. import autograd
+from ..autograd import Node
+from ..dtypes import DType, from_numpy_dtype
+
+if TYPE_CHECKING:
+    from ..tensor import Tensor
+
+
+class ShapeError(ValueError):
+    """Operand shapes do not fit an op. The message names the op and the shapes."""
+
+
+class AbstractValue(NamedTuple):
+    """What the compiler knows about a value: its shape (ints or symbols) and dtype."""
+
+    shape: tuple
+    dtype: DType
+
+    def __repr__(self) -> str:
+        return f"{self.dtype.name}{list(self.shape)}"
+
+
+REGISTRY: dict[str, "Primitive"] = {}
+
+
+class Primitive:
+    """Base class of every primitive. Subclasses set `name` and override the rules."""
+
+    name: str = "?"
+    saves_inputs: tuple[int, ...] = ()  # inputs the VJP reads: version-checked at backward
+    saves_output: bool = False  # the VJP reads the output (via node.output())
+    is_view: bool = False  # the output may share memory with input 0
+    is_random: bool = False  # consumes random numbers (kiln.random)
+    c_expr: str | None = None  # elementwise C template, operands {0}, {1}, ...
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name != "?":
+            REGISTRY[cls.name] = cls()  # one instance per primitive
+
+    def abstract(self, *avals: AbstractValue, **params: Any) -> AbstractValue:
+        raise NotImplementedError(f"{self.name}: no abstract rule")
+
+    def kernel(self, xp: Any, *arrays: Any, **params: Any) -> Any:
+        raise NotImplementedError(f"{self.name}: no kernel")
+
+    def vjp(self, g: Tensor, inputs: tuple, node: Node, **params: Any) -> tuple:
+        raise RuntimeError(f"{self.name} is not differentiable")
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+class _TraceState(threading.local):
+    tracer: Any = None
+
+
+trace_state = _TraceState()
+
+
+def _kernel_failed(prim: Primitive, inputs: tuple, params: dict, exc: Exception) -> Exception:
+    """Turn a kernel's low-level error into a ShapeError from the abstract rule, when it has one."""
+    avals = [AbstractValue(tuple(t._data.shape), t.dtype) for t in inputs]
+    try:
+        prim.abstract(*avals, **params)
+    except (ShapeError, TypeError) as err:
+        return err
+    except Exception:  # noqa: BLE001 - the rule itself could not judge; keep the kernel's error
+        pass
+    return exc
+
+
+def bind(prim: Primitive, inputs: tuple, params: dict) -> Tensor:
+    """Apply `prim` to tensors `inputs` with static `params`; the core of eager execution."""
+    from ..tensor import Tensor  # noqa: PLC0415 - cycle: Tensor methods call bind
+
+    if inputs:
+        device = inputs[0]._device
+        arrays = [t._data for t in inputs]
+    else:
+        device = params["device"]
+        arrays = []
+    try:
+        data = prim.kernel(device.xp, *arrays, **params)
+    except Exception as exc:  # noqa: BLE001 - re-raised with a clearer message when possible
+        err = _kernel_failed(prim, inputs, params, exc)
+        if err is exc:
+            raise
+        raise err from None
+    if type(data) is not np.ndarray and device.type == "cpu":
+        data = np.asarray(data)
+    out = Tensor.__new__(Tensor)
+    out._data = data
+    out._device = device
+    out.grad = None
+    out._hooks = None
+    out._ver = 0
+    out._base = None
+    out._node = None
+    out.requires_grad = False
+    if prim.is_view and inputs:
+        base = inputs[0]
+        out._base = base._base if base._base is not None else base
+    if autograd._state.enabled:
+        for t in inputs:
+            if t.requires_grad:
+                out.requires_grad = True
+                out._node = Node(prim, inputs, params, out)
+                break
+    tracer = trace_state.tracer
+    if tracer is not None:
+        tracer.record(prim, inputs, params, out)
+    return out
+
+
+def abstract_eval(prim: Primitive, inputs: tuple, params: dict) -> AbstractValue:
+    """The abstract rule applied to concrete tensors (used by tests and the compiler)."""
+    return prim.abstract(*[AbstractValue(tuple(t.shape), t.dtype) for t in inputs], **params)
+
+
+def result_dtype(data: np.ndarray) -> DType:
+    return from_numpy_dtype(data.dtype)

@@ -1,0 +1,57 @@
+"""Random primitives. The generator state arrives as a runtime input tensor
+``key = [seed, offset]`` (int64), so a compiled plan can be replayed with fresh state."""
+from __future__ import annotations
+
+import math
+
+from ..dtypes import get_dtype
+from ..random import philox_bits
+from .primitive import AbstractValue, Primitive
+
+
+def uniform_count(shape: tuple) -> int:
+    """How many 32-bit values `uniform` consumes for `shape`."""
+    return math.prod(shape)
+
+
+def normal_count(shape: tuple) -> int:
+    """How many 32-bit values `normal` consumes (Box-Muller uses pairs)."""
+    n = math.prod(shape)
+    return n + (n & 1)
+
+
+def _uniform(xp, key, n):
+    bits = philox_bits(xp, int(key[0]), int(key[1]), n)
+    return (bits >> 8).astype(xp.float64) * (1.0 / (1 << 24))  # 24 random bits in [0, 1)
+
+
+class Uniform(Primitive):
+    """Uniform [0, 1) floats of `shape` from stream position key = (seed, offset)."""
+
+    name = "uniform"
+    is_random = True
+
+    def abstract(self, key, *, shape, dtype):
+        return AbstractValue(tuple(shape), get_dtype(dtype))
+
+    def kernel(self, xp, key, *, shape, dtype):
+        n = uniform_count(shape)
+        return _uniform(xp, key, n).astype(get_dtype(dtype).np).reshape(shape)
+
+
+class Normal(Primitive):
+    """Standard normal floats of `shape` by Box-Muller from key = (seed, offset)."""
+
+    name = "normal"
+    is_random = True
+
+    def abstract(self, key, *, shape, dtype):
+        return AbstractValue(tuple(shape), get_dtype(dtype))
+
+    def kernel(self, xp, key, *, shape, dtype):
+        n = math.prod(shape)
+        u = _uniform(xp, key, normal_count(shape)).reshape(-1, 2)
+        radius = xp.sqrt(-2.0 * xp.log1p(-u[:, 0]))  # 1 - u in (0, 1]: log is finite
+        angle = 2.0 * math.pi * u[:, 1]
+        z = xp.stack([radius * xp.cos(angle), radius * xp.sin(angle)], axis=1).reshape(-1)[:n]
+        return z.astype(get_dtype(dtype).np).reshape(shape)

@@ -1,0 +1,97 @@
+"""Reduction primitives: sum, max, argmax and cumsum over normalized axes."""
+from __future__ import annotations
+
+from ..dtypes import int64
+from .elementwise import F
+from .primitive import AbstractValue, Primitive, ShapeError
+
+
+def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _check_axes(op: str, shape: tuple, axes: tuple) -> None:
+    for a in axes:
+        if not 0 <= a < max(len(shape), 1):
+            raise ShapeError(f"{op}: axis {a} is out of range for a tensor of shape {tuple(shape)}")
+
+
+class Sum(Primitive):
+    """sum(x, axes=(normalized ints), keepdims)."""
+
+    name = "sum"
+
+    def abstract(self, x, *, axes, keepdims):
+        _check_axes(self.name, x.shape, axes)
+        return AbstractValue(reduced_shape(x.shape, axes, keepdims), x.dtype)
+
+    def kernel(self, xp, x, *, axes, keepdims):
+        return xp.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind != "b" else None)
+
+    def vjp(self, g, inputs, node, *, axes, keepdims):
+        x = inputs[0]
+        f = F()
+        if not keepdims:
+            g = f.reshape(g, reduced_shape(x.shape, axes, True))
+        return (f.expand(g, x.shape),)
+
+
+class Max(Primitive):
+    """max(x, axes, keepdims). The gradient is shared evenly among tied maxima."""
+
+    name = "max"
+    saves_inputs = (0,)
+    saves_output = True
+
+    def abstract(self, x, *, axes, keepdims):
+        _check_axes(self.name, x.shape, axes)
+        if any(x.shape[a] == 0 for a in axes):
+            raise ShapeError(f"max: cannot reduce an empty dimension of shape {tuple(x.shape)}")
+        return AbstractValue(reduced_shape(x.shape, axes, keepdims), x.dtype)
+
+    def kernel(self, xp, x, *, axes, keepdims):
+        return xp.max(x, axis=axes, keepdims=keepdims)
+
+    def vjp(self, g, inputs, node, *, axes, keepdims):
+        x = inputs[0]
+        f = F()
+        out = node.output()
+        if not keepdims:
+            kept = reduced_shape(x.shape, axes, True)
+            g = f.reshape(g, kept)
+            out = f.reshape(out, kept)
+        mask = f.cast(f.eq(x, out), x.dtype)
+        count = f.sum(mask, dim=axes, keepdim=True)
+        return (f.mul(f.div(mask, count), g),)
+
+
+class Argmax(Primitive):
+    """Index of the first maximum along one axis (int64). axis=None flattens."""
+
+    name = "argmax"
+
+    def abstract(self, x, *, axis, keepdims):
+        if axis is None:
+            return AbstractValue((1,) * len(x.shape) if keepdims else (), int64)
+        _check_axes(self.name, x.shape, (axis,))
+        return AbstractValue(reduced_shape(x.shape, (axis,), keepdims), int64)
+
+    def kernel(self, xp, x, *, axis, keepdims):
+        return xp.argmax(x, axis=axis, keepdims=keepdims).astype(xp.int64, copy=False)
+
+
+class Cumsum(Primitive):
+    name = "cumsum"
+
+    def abstract(self, x, *, axis):
+        _check_axes(self.name, x.shape, (axis,))
+        return x
+
+    def kernel(self, xp, x, *, axis):
+        return xp.cumsum(x, axis=axis, dtype=x.dtype)
+
+    def vjp(self, g, inputs, node, *, axis):
+        f = F()
+        return (f.flip(f.cumsum(f.flip(g, (axis,)), axis), (axis,)),)

@@ -1,0 +1,73 @@
+"""Sliding-window primitives: unfold2d (im2col) and its adjoint fold2d (col2im).
+
+conv2d is unfold2d + matmul, and max/avg pooling are reductions over unfold2d's
+window axes, so the compiler sees ordinary matmuls and reductions.
+"""
+from __future__ import annotations
+
+from .elementwise import F
+from .primitive import AbstractValue, Primitive, ShapeError
+
+
+def window_out_size(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
+    return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
+def _out_hw(op: str, shape: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple) -> tuple:
+    if len(shape) != 4:
+        raise ShapeError(f"{op}: expected a 4-D (N, C, H, W) input, got shape {tuple(shape)}")
+    oh = window_out_size(shape[2], kernel[0], stride[0], padding[0], dilation[0])
+    ow = window_out_size(shape[3], kernel[1], stride[1], padding[1], dilation[1])
+    if oh <= 0 or ow <= 0:
+        raise ShapeError(f"{op}: a {kernel[0]}x{kernel[1]} window (dilation {dilation}, padding "
+                         f"{padding}) does not fit the input of shape {tuple(shape)}")
+    return oh, ow
+
+
+class Unfold2d(Primitive):
+    """(N, C, H, W) -> (N, C, kh, kw, OH, OW): every window position, padded with pad_value."""
+
+    name = "unfold2d"
+
+    def abstract(self, x, *, kernel, stride, padding, dilation, pad_value):
+        oh, ow = _out_hw(self.name, x.shape, kernel, stride, padding, dilation)
+        return AbstractValue((x.shape[0], x.shape[1], kernel[0], kernel[1], oh, ow), x.dtype)
+
+    def kernel(self, xp, x, *, kernel, stride, padding, dilation, pad_value):
+        oh, ow = _out_hw(self.name, x.shape, kernel, stride, padding, dilation)
+        ph, pw = padding
+        if ph or pw:
+            x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), mode="constant", constant_values=pad_value)
+        sn, sc, sh, sw = x.strides
+        shape = (x.shape[0], x.shape[1], kernel[0], kernel[1], oh, ow)
+        strides = (sn, sc, dilation[0] * sh, dilation[1] * sw, stride[0] * sh, stride[1] * sw)
+        return xp.lib.stride_tricks.as_strided(x, shape=shape, strides=strides, writeable=False)
+
+    def vjp(self, g, inputs, node, *, kernel, stride, padding, dilation, pad_value):
+        x = inputs[0]
+        return (F().fold2d(g, x.shape[2:], kernel, stride, padding, dilation),)
+
+
+class Fold2d(Primitive):
+    """The adjoint of unfold2d: sum window columns back into an (N, C, H, W) image."""
+
+    name = "fold2d"
+
+    def abstract(self, cols, *, size, kernel, stride, padding, dilation):
+        n, c = cols.shape[0], cols.shape[1]
+        return AbstractValue((n, c, size[0], size[1]), cols.dtype)
+
+    def kernel(self, xp, cols, *, size, kernel, stride, padding, dilation):
+        n, c, kh, kw, oh, ow = cols.shape
+        ph, pw = padding
+        out = xp.zeros((n, c, size[0] + 2 * ph, size[1] + 2 * pw), dtype=cols.dtype)
+        sh, sw = stride
+        for i in range(kh):
+            top = i * dilation[0]
+            for j in range(kw):
+                left = j * dilation[1]
+                out[:, :, top:top + sh * (oh - 1) + 1:sh, left:left + sw * (ow - 1) + 1:sw] += cols[:, :, i, j]
+        return out[:, :, ph:ph + size[0], pw:pw + size[1]]
+
+    def vjp(self, g, inputs, node, *, size, kernel, stride, padding, dilation):
+        return (F().unfold2d(g, kernel, stride, padding, dilation, 0.0),)

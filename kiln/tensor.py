@@ -1,0 +1,451 @@
+"""The Tensor: an array on a device plus its autograd state.
+
+Math methods and operator overloads are attached in `kiln/tensor_methods.py`, next
+to the functional ops they call; this file holds storage, conversion and autograd.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import autograd
+from .device import CPU, Device, get_device
+from .dtypes import DType, default_float, from_numpy_dtype, get_dtype
+from .ops import primitive
+
+
+class Tensor:
+    """An n-dimensional array with autograd, PyTorch-style.
+
+    >>> x = kiln.tensor([[1.0, 2.0]], requires_grad=True)
+    >>> (x * x).sum().backward(); x.grad
+    tensor([[2., 4.]])
+    """
+
+    __slots__ = ("_data", "_device", "grad", "_hooks", "_ver", "_base", "_node",
+                 "requires_grad", "__weakref__")
+    __array_ufunc__ = None  # make NumPy defer to our reflected operators
+
+    _data: Any
+    _device: Device
+    grad: Tensor | None
+    _hooks: list | None
+    _ver: int
+    _base: Tensor | None
+    _node: autograd.Node | None
+    requires_grad: bool
+
+    def __init__(self, data: Any = None, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False):
+        src = tensor(data if data is not None else [], dtype=dtype, device=device,
+                     requires_grad=requires_grad)
+        _init_from_array(self, src._data, src._device, requires_grad)
+
+    # ---- construction -------------------------------------------------------------
+    @staticmethod
+    def _wrap(data: Any, device: Device = CPU, requires_grad: bool = False) -> Tensor:
+        t = Tensor.__new__(Tensor)
+        _init_from_array(t, data, device, requires_grad)
+        return t
+
+    # ---- metadata -----------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape, or the length of dimension `dim`."""
+        if dim is None:
+            return self._data.shape
+        return self._data.shape[dim]
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    def nelement(self) -> int:
+        return int(self._data.size)
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    @property
+    def dtype(self) -> DType:
+        return from_numpy_dtype(self._data.dtype)
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    def is_floating_point(self) -> bool:
+        return self._data.dtype.kind == "f"
+
+    def element_size(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def _version(self) -> int:
+        return self._base._ver if self._base is not None else self._ver
+
+    def _bump_version(self) -> None:
+        if self._base is not None:
+            self._base._ver += 1
+        else:
+            self._ver += 1
+
+    # ---- conversion to Python / NumPy (value-dependent: the tracer is told) -------
+    def _concrete(self, why: str) -> Any:
+        tracer = primitive.trace_state.tracer
+        if tracer is not None:
+            tracer.on_concretize(self, why)
+        return self._data
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number."""
+        data = self._concrete("item")
+        if data.size != 1:
+            raise ValueError(f"item(): expected a tensor with one element, got shape {tuple(data.shape)}")
+        return data.reshape(()).item()
+
+    def tolist(self) -> Any:
+        return _to_host(self._concrete("tolist")).tolist()
+
+    def numpy(self, force: bool = False) -> np.ndarray:
+        """The data as a NumPy array, sharing memory on the CPU."""
+        if self.requires_grad and not force:
+            raise RuntimeError(
+                "Can't call numpy() on a tensor that requires grad. Use tensor.detach().numpy() instead."
+            )
+        return _to_host(self._concrete("numpy"))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        data = _to_host(self._concrete("numpy"))
+        return data if dtype is None else data.astype(dtype, copy=False)
+
+    def __bool__(self) -> bool:
+        data = self._concrete("bool")
+        if data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of a tensor with {data.size} elements is ambiguous; use .any() or .all()"
+            )
+        return bool(data.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self._float_or_int("float"))
+
+    def __int__(self) -> int:
+        return int(self._float_or_int("int"))
+
+    def __index__(self) -> int:
+        data = self._concrete("index")
+        if data.size != 1 or data.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors of a single element can be converted to an index, "
+                            f"got {self.dtype.name} of shape {tuple(data.shape)}")
+        return int(data.reshape(()))
+
+    def _float_or_int(self, why: str) -> Any:
+        data = self._concrete(why)
+        if data.size != 1:
+            raise TypeError(f"only one-element tensors can be converted to Python scalars, "
+                            f"got shape {tuple(data.shape)}")
+        return data.reshape(()).item()
+
+    # ---- autograd -----------------------------------------------------------------
+    @property
+    def grad_fn(self) -> autograd.Node | None:
+        return self._node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if requires_grad and self._data.dtype.kind != "f":
+            raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype.name}")
+        if not self.is_leaf and not requires_grad:
+            raise RuntimeError("you can only change requires_grad of leaf tensors; use detach() instead")
+        self.requires_grad = requires_grad
+        return self
+
+    def detach(self) -> Tensor:
+        """A tensor sharing this data, cut from the autograd graph."""
+        out = Tensor._wrap(self._data, self._device)
+        out._base = self._base if self._base is not None else self
+        tracer = primitive.trace_state.tracer
+        if tracer is not None:
+            tracer.on_alias(self, out)
+        return out
+
+    def detach_(self) -> Tensor:
+        self._node = None
+        self.requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep .grad for this non-leaf tensor after backward()."""
+        if self._node is None:
+            return
+        import weakref  # noqa: PLC0415
+
+        self._node.retain_ref = weakref.ref(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._node is not None and self._node.retain_ref is not None
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> _HookHandle:
+        """Call `hook(grad)` when this tensor's gradient is computed; it may return a new grad."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._node is not None:
+            hooks = self._node.hooks
+            if hooks is None:
+                hooks = self._node.hooks = []
+        else:
+            if self._hooks is None:
+                self._hooks = []
+            hooks = self._hooks
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Sequence[Tensor] | None = None) -> None:
+        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad."""
+        if not self.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        if gradient is None:
+            gradient = _default_grad(self)
+        elif not isinstance(gradient, Tensor):
+            gradient = tensor(gradient, dtype=self.dtype)
+        if tuple(gradient.shape) != tuple(self.shape):
+            raise ValueError(f"backward(): gradient has shape {tuple(gradient.shape)}, "
+                             f"expected the tensor's shape {tuple(self.shape)}")
+        retain = create_graph if retain_graph is None else retain_graph
+        if inputs is not None:
+            grads = autograd.run_backward([self], [gradient], retain, create_graph, inputs=list(inputs))
+            for t, g in zip(inputs, grads or []):
+                if g is not None:
+                    g = g if create_graph else g.detach()
+                    t.grad = g if t.grad is None else t.grad + g
+            return
+        autograd.run_backward([self], [gradient], retain, create_graph)
+
+    # ---- copies and moves ---------------------------------------------------------
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """Convert dtype and/or device: ``x.to(kiln.float64)``, ``x.to("cpu")``."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        copy = kwargs.pop("copy", False)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype, device = arg.dtype, arg.device
+            elif isinstance(arg, (Device,)) or (isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cuda")):
+                device = arg
+            else:
+                dtype = arg
+        out = self
+        if dtype is not None:
+            from .functional.math import cast  # noqa: PLC0415
+
+            out = cast(out, get_dtype(dtype))
+        if device is not None:
+            dev = get_device(device)
+            if dev != out._device:
+                from .functional.shape import to_device  # noqa: PLC0415
+
+                out = to_device(out, dev)
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self) -> Tensor:
+        return self.to("cuda")
+
+    def float(self) -> Tensor:
+        return self.to(default_float)
+
+    def double(self) -> Tensor:
+        return self.to("float64")
+
+    def half(self) -> Tensor:
+        return self.to("float16")
+
+    def long(self) -> Tensor:
+        return self.to("int64")
+
+    def int(self) -> Tensor:
+        return self.to("int32")
+
+    def bool(self) -> Tensor:
+        return self.to("bool")
+
+    def type(self, dtype: Any = None) -> Any:
+        if dtype is None:
+            return f"kiln.{self.dtype.name}"
+        return self.to(dtype)
+
+    # ---- printing -----------------------------------------------------------------
+    def __repr__(self) -> str:
+        body = np.array2string(_to_host(self._data), separator=", ", prefix="tensor(", precision=4)
+        extras = []
+        if self.dtype not in (default_float, from_numpy_dtype(np.dtype(np.int64)), get_dtype("bool")):
+            extras.append(f"dtype={self.dtype!r}")
+        if self._device.type != "cpu":
+            extras.append(f"device='{self._device}'")
+        if self._node is not None:
+            extras.append(f"grad_fn={self._node!r}")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce__(self):
+        return (tensor, (_to_host(self._data), self.dtype.name, str(self._device), self.requires_grad))
+
+
+def _init_from_array(t: Tensor, data: Any, device: Device, requires_grad: bool) -> None:
+    t._data = data
+    t._device = device
+    t.grad = None
+    t._hooks = None
+    t._ver = 0
+    t._base = None
+    t._node = None
+    t.requires_grad = False
+    if requires_grad:
+        t.requires_grad_(True)
+
+
+class _HookHandle:
+    """Returned by register_hook; ``handle.remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook: Callable):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def _to_host(data: Any) -> np.ndarray:
+    if isinstance(data, np.ndarray):
+        return data
+    return data.get()  # cupy
+
+
+def _default_grad(t: Tensor) -> Tensor:
+    if t._data.size != 1:
+        raise RuntimeError(
+            f"grad can be implicitly created only for scalar outputs, got shape {tuple(t.shape)}; "
+            "pass a gradient of that shape to backward(gradient=...)"
+        )
+    from .functional.creation import ones_like  # noqa: PLC0415
+
+    return ones_like(t)
+
+
+def _infer_dtype(data: Any) -> DType | None:
+    """The dtype a Python value gets: floats -> default float, ints -> int64, bools -> bool."""
+    if isinstance(data, np.ndarray):
+        return from_numpy_dtype(data.dtype)
+    if isinstance(data, (np.generic,)):
+        return from_numpy_dtype(np.asarray(data).dtype)
+    return None
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Create a tensor from a list, scalar, NumPy array or tensor (always copies).
+
+    >>> kiln.tensor([[1, 2], [3, 4]], dtype=kiln.float64, requires_grad=True)
+    """
+    dev = get_device(device)
+    if isinstance(data, Tensor):
+        arr = _to_host(data._data).copy()
+        kind = data.dtype
+    else:
+        kind = _infer_dtype(data)
+        try:
+            arr = np.array(_unwrap_nested(data))
+        except ValueError as exc:
+            raise ValueError(f"kiln.tensor(): could not build an array from the data ({exc})") from None
+        if arr.dtype == object:
+            raise TypeError(f"kiln.tensor(): unsupported data of type {type(data).__name__}; "
+                            "expected numbers, nested lists of numbers, or an array")
+        if kind is None:
+            kind = _python_dtype(arr)
+    target = get_dtype(dtype) if dtype is not None else kind
+    arr = np.ascontiguousarray(arr, dtype=target.np)
+    if dev.type != "cpu":
+        arr = dev.xp.asarray(arr)
+    return Tensor._wrap(arr, dev, requires_grad)
+
+
+def _python_dtype(arr: np.ndarray) -> DType:
+    if arr.dtype.kind == "f":
+        return default_float
+    if arr.dtype.kind in "iu":
+        return get_dtype("int64")
+    if arr.dtype.kind == "b":
+        return get_dtype("bool")
+    return from_numpy_dtype(arr.dtype)
+
+
+def _unwrap_nested(data: Any) -> Any:
+    """Lists may hold 0-d tensors (``[x.sum(), y.sum()]``); turn them into numbers."""
+    if isinstance(data, (list, tuple)):
+        return [_unwrap_nested(d) for d in data]
+    if isinstance(data, Tensor):
+        return _to_host(data.detach()._data)
+    return data
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Like `tensor`, but returns `data` itself when it already has that dtype and device."""
+    if isinstance(data, Tensor):
+        if (dtype is None or get_dtype(dtype) == data.dtype) and (device is None or get_device(device) == data.device):
+            return data
+        return data.to(dtype=dtype, device=device)
+    if isinstance(data, np.ndarray) and device is None and (dtype is None or get_dtype(dtype).np == data.dtype):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with a NumPy array."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy() expects a numpy.ndarray, got {type(array).__name__}")
+    from_numpy_dtype(array.dtype)  # validate
+    if array.dtype not in (d.np for d in _supported()):
+        array = array.astype(from_numpy_dtype(array.dtype).np)
+    return Tensor._wrap(array, CPU)
+
+
+def _supported() -> tuple:
+    from .dtypes import ALL_DTYPES  # noqa: PLC0415
+
+    return ALL_DTYPES
+
+
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, Tensor)

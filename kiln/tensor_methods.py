@@ -1,0 +1,226 @@
+"""Tensor methods and operators, attached to `Tensor` from the functional ops they call.
+
+In-place ops (`add_`, `__setitem__`, ...) compute the out-of-place result, write it
+into the tensor's own buffer (so views see it), adopt its autograd node, and bump
+the version counter that backward() checks.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import autograd
+from .functional import creation, math, shape
+from .ops import primitive
+from .tensor import Tensor
+
+
+def _method(fn: Callable) -> Callable:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+_PLAIN = {
+    # math
+    "add": math.add, "sub": math.sub, "mul": math.mul, "div": math.div, "pow": math.pow,
+    "neg": math.neg, "exp": math.exp, "log": math.log, "log1p": math.log1p, "sin": math.sin,
+    "cos": math.cos, "sqrt": math.sqrt, "rsqrt": math.rsqrt, "tanh": math.tanh,
+    "sigmoid": math.sigmoid, "relu": math.relu, "erf": math.erf, "abs": math.abs,
+    "sign": math.sign, "square": math.square, "clamp": math.clamp, "clip": math.clamp,
+    "maximum": math.maximum, "minimum": math.minimum, "reciprocal": math.reciprocal,
+    "floor": math.floor, "ceil": math.ceil, "round": math.round, "isnan": math.isnan,
+    "isinf": math.isinf, "isfinite": math.isfinite, "logical_not": math.logical_not,
+    "logical_and": math.logical_and, "logical_or": math.logical_or,
+    "eq": math.eq, "ne": math.ne, "lt": math.lt, "le": math.le, "gt": math.gt, "ge": math.ge,
+    "sum": math.sum, "mean": math.mean, "var": math.var, "std": math.std, "max": math.max,
+    "min": math.min, "amax": math.amax, "amin": math.amin, "argmax": math.argmax,
+    "argmin": math.argmin, "logsumexp": math.logsumexp, "cumsum": math.cumsum, "prod": math.prod,
+    "all": math.all, "any": math.any, "norm": math.norm, "matmul": math.matmul, "mm": math.mm,
+    "bmm": math.bmm, "dot": math.dot, "where": lambda self, cond, other: math.where(cond, self, other),
+    "remainder": math.remainder, "floor_divide": math.floor_divide,
+    # shape
+    "reshape": shape.reshape, "view": shape.view, "flatten": shape.flatten, "squeeze": shape.squeeze,
+    "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
+    "swapaxes": shape.swapaxes, "t": shape.t, "expand": shape.expand, "broadcast_to": shape.broadcast_to,
+    "split": shape.split, "chunk": shape.chunk, "narrow": shape.narrow, "unbind": shape.unbind,
+    "select": shape.select, "flip": shape.flip, "gather": shape.gather, "index_select": shape.index_select,
+    "masked_fill": shape.masked_fill, "tril": shape.tril, "triu": shape.triu, "clone": shape.clone,
+    "contiguous": shape.contiguous, "movedim": shape.movedim, "scatter_add": shape.scatter_add,
+    "take_along_dim": shape.take_along_dim,
+}
+
+for _name, _fn in _PLAIN.items():
+    setattr(Tensor, _name, _method(_fn))
+
+
+def _view_as(self: Tensor, other: Tensor) -> Tensor:
+    return shape.reshape(self, tuple(other.shape))
+
+
+def _expand_as(self: Tensor, other: Tensor) -> Tensor:
+    return shape.expand(self, tuple(other.shape))
+
+
+def _type_as(self: Tensor, other: Tensor) -> Tensor:
+    return math.cast(self, other.dtype)
+
+
+Tensor.view_as = _view_as
+Tensor.expand_as = _expand_as
+Tensor.type_as = _type_as
+Tensor.T = property(lambda self: shape.permute(self, tuple(reversed(range(self.ndim)))))
+Tensor.mT = property(lambda self: shape.transpose(self, -2, -1))
+
+# ---- operators --------------------------------------------------------------------
+Tensor.__add__ = lambda a, b: math.add(a, b)
+Tensor.__radd__ = lambda a, b: math.add(b, a)
+Tensor.__sub__ = lambda a, b: math.sub(a, b)
+Tensor.__rsub__ = lambda a, b: math.sub(b, a)
+Tensor.__mul__ = lambda a, b: math.mul(a, b)
+Tensor.__rmul__ = lambda a, b: math.mul(b, a)
+Tensor.__truediv__ = lambda a, b: math.div(a, b)
+Tensor.__rtruediv__ = lambda a, b: math.div(b, a)
+Tensor.__floordiv__ = lambda a, b: math.floor_divide(a, b)
+Tensor.__rfloordiv__ = lambda a, b: math.floor_divide(b, a)
+Tensor.__mod__ = lambda a, b: math.remainder(a, b)
+Tensor.__pow__ = lambda a, b: math.pow(a, b)
+Tensor.__rpow__ = lambda a, b: math.pow(b, a)
+Tensor.__matmul__ = lambda a, b: math.matmul(a, b)
+Tensor.__rmatmul__ = lambda a, b: math.matmul(b, a)
+Tensor.__neg__ = lambda a: math.neg(a)
+Tensor.__pos__ = lambda a: a
+Tensor.__abs__ = lambda a: math.abs(a)
+Tensor.__invert__ = lambda a: math.logical_not(a)
+Tensor.__and__ = lambda a, b: math.logical_and(a, b)
+Tensor.__or__ = lambda a, b: math.logical_or(a, b)
+Tensor.__lt__ = lambda a, b: math.lt(a, b)
+Tensor.__le__ = lambda a, b: math.le(a, b)
+Tensor.__gt__ = lambda a, b: math.gt(a, b)
+Tensor.__ge__ = lambda a, b: math.ge(a, b)
+Tensor.__eq__ = lambda a, b: math.eq(a, b)  # type: ignore[assignment]
+Tensor.__ne__ = lambda a, b: math.ne(a, b)  # type: ignore[assignment]
+Tensor.__getitem__ = lambda self, index: shape.getitem(self, index)
+
+
+def _iter(self: Tensor):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (shape.select(self, 0, i) for i in range(self.shape[0]))
+
+
+Tensor.__iter__ = _iter
+
+
+# ---- in-place ops -----------------------------------------------------------------
+def _check_inplace_autograd(self: Tensor, others: tuple) -> bool:
+    """True when the in-place op must be recorded for autograd; raise where PyTorch does."""
+    if not autograd._state.enabled:
+        return False
+    needs = self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in others)
+    if not needs:
+        return False
+    if self.requires_grad and self._node is None:
+        raise RuntimeError(
+            "a leaf tensor that requires grad is being used in an in-place operation; wrap the "
+            "update in `with kiln.no_grad():`, or operate on a clone()"
+        )
+    if self._base is not None:
+        raise RuntimeError(
+            "in-place operations on a view of a tensor are not supported while recording "
+            "gradients; use the out-of-place op (e.g. x = x + y) or clone() the view first"
+        )
+    return True
+
+
+def apply_inplace(self: Tensor, compute: Callable[[Tensor], Tensor], *others: Any) -> Tensor:
+    """Run `compute(old_self)` out of place, then make `self` hold the result."""
+    record = _check_inplace_autograd(self, others)
+    tracer = primitive.trace_state.tracer
+    if record:
+        old = Tensor._wrap(self._data.copy(), self._device)
+        old._node, old.requires_grad = self._node, self.requires_grad
+        if old._node is not None:
+            old._node.rebind_output(old)
+        new = compute(old)
+    else:
+        with autograd.no_grad():
+            new = compute(self)
+    if tuple(new.shape) != tuple(self.shape):
+        raise RuntimeError(f"in-place op: the result has shape {tuple(new.shape)}, which cannot be "
+                           f"written into a tensor of shape {tuple(self.shape)}")
+    if new._data.dtype != self._data.dtype:
+        if new._data.dtype.kind == "f" and self._data.dtype.kind in "biu":
+            raise RuntimeError(f"in-place op: result type {new.dtype.name} can't be cast to the "
+                               f"desired output type {self.dtype.name}")
+    self._device.xp.copyto(self._data, new._data, casting="unsafe")
+    self._bump_version()
+    if record:
+        self._node, self.requires_grad = new._node, True
+        if new._node is not None:
+            new._node.rebind_output(self)
+    if tracer is not None:
+        tracer.on_inplace(self, new)
+    return self
+
+
+def _inplace(fn: Callable) -> Callable:
+    def method(self: Tensor, other: Any = None, *args: Any, **kwargs: Any) -> Tensor:
+        if other is None and not args:
+            return apply_inplace(self, lambda old: fn(old, **kwargs))
+        return apply_inplace(self, lambda old: fn(old, other, *args, **kwargs), other)
+
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+for _name in ("add", "sub", "mul", "div", "pow", "clamp", "neg", "exp", "log", "sqrt", "tanh",
+              "sigmoid", "relu", "abs", "masked_fill", "maximum", "minimum"):
+    setattr(Tensor, _name + "_", _inplace(_PLAIN[_name]))
+Tensor.clamp_ = lambda self, min=None, max=None: apply_inplace(  # noqa: A002
+    self, lambda old: math.clamp(old, min, max))
+Tensor.__iadd__ = Tensor.add_
+Tensor.__isub__ = Tensor.sub_
+Tensor.__imul__ = Tensor.mul_
+Tensor.__itruediv__ = Tensor.div_
+
+
+def _zero_(self: Tensor) -> Tensor:
+    return apply_inplace(self, lambda old: math.mul(math.zeros_like_t(old), 1))
+
+
+def _fill_(self: Tensor, value: Any) -> Tensor:
+    return apply_inplace(self, lambda old: math.add(math.zeros_like_t(old), value), value)
+
+
+def _copy_(self: Tensor, src: Any) -> Tensor:
+    def compute(old: Tensor) -> Tensor:
+        s = src if isinstance(src, Tensor) else creation.full(tuple(old.shape), src, dtype=old.dtype)
+        s = math.cast(s, old.dtype)
+        return shape.expand(s, tuple(old.shape)) if tuple(s.shape) != tuple(old.shape) else math.add(s, 0)
+
+    return apply_inplace(self, compute, src)
+
+
+def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    apply_inplace(self, lambda old: shape.setitem_value(old, index, value), value)
+
+
+def _uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
+    return apply_inplace(self, lambda old: creation.rand(*old.shape, dtype=old.dtype, generator=generator)
+                         * (b - a) + a)
+
+
+def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+    return apply_inplace(self, lambda old: creation.randn(*old.shape, dtype=old.dtype, generator=generator)
+                         * std + mean)
+
+
+Tensor.zero_ = _zero_
+Tensor.fill_ = _fill_
+Tensor.copy_ = _copy_
+Tensor.__setitem__ = _setitem
+Tensor.uniform_ = _uniform_
+Tensor.normal_ = _normal_
