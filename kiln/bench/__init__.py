@@ -1,0 +1,18 @@
+"""Benchmarks that live with the package: ``python -m kiln.bench <workload>``.
+
+Each workload is one module with `NAME`, `DESCRIPTION`, `add_arguments(parser)` and
+`run(args) -> exit code`. Workloads time kiln side by side with peer libraries
+(PyTorch when importable), report medians and kiln/peer ratios, and can write JSON.
+
+    python -m kiln.bench                    # list the workloads
+    python -m kiln.bench eager-overhead --json results.json
+"""
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import eager_overhead
+
+WORKLOADS: dict[str, ModuleType] = {module.NAME: module for module in (eager_overhead,)}
+
+__all__ = ["WORKLOADS"]
