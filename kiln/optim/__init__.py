@@ -1,0 +1,14 @@
+"""Optimizers and learning-rate schedulers, PyTorch-style.
+
+>>> import kiln.optim
+>>> opt = kiln.optim.AdamW(model.parameters(), lr=3e-4)
+>>> sched = kiln.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=100)
+"""
+from . import lr_scheduler
+from .adam import Adam
+from .adamw import AdamW
+from .optimizer import Optimizer
+from .rmsprop import RMSprop
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]

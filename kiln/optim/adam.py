@@ -1,0 +1,93 @@
+"""Adam: adaptive moment estimation, with optional AMSGrad and decoupled (AdamW) weight decay."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .optimizer import Optimizer, ParamsT, _advance_step, _check_range, _decayed_grad, _lerp_, _step_state, _zeros_state
+
+
+class Adam(Optimizer):
+    """Adam, updating parameters in place with PyTorch's formulas.
+
+    Per step t, with ``g = grad + weight_decay * p`` (or, if `decoupled_weight_decay`,
+    ``p *= 1 - lr * weight_decay`` and ``g = grad``; negated first if `maximize`):
+    ``m = lerp(m, g, 1 - beta1)``, ``v = beta2 * v + (1 - beta2) * g * g``
+    (``v_max = max(v_max, v)`` with `amsgrad`, used in place of ``v`` below),
+    ``p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)``.
+    State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq``).
+
+    >>> opt = kiln.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999))
+    >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 maximize: bool = False, decoupled_weight_decay: bool = False):
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        super()._validate_group(group)
+        _check_range(group, "eps", "epsilon value")
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"Invalid betas: {betas!r} (expected a pair (beta1, beta2))")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta} (expected 0 <= beta < 1)")
+        _check_range(group, "weight_decay", "weight_decay value")
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        amsgrad, maximize = group["amsgrad"], group["maximize"]
+        decoupled = group.get("decoupled_weight_decay", False)
+        shrink = 1.0 - lr * weight_decay  # decoupled decay: p *= shrink
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:
+                param_state["step"] = _step_state()
+                param_state["exp_avg"] = _zeros_state(p)
+                param_state["exp_avg_sq"] = _zeros_state(p)
+                if amsgrad:
+                    param_state["max_exp_avg_sq"] = _zeros_state(p)
+            data = p._data
+            if decoupled:
+                if weight_decay != 0:
+                    data *= shrink
+                grad = _decayed_grad(g._data, data, 0.0, maximize)
+            else:
+                grad = _decayed_grad(g._data, data, weight_decay, maximize)
+            step = _advance_step(param_state["step"])
+            exp_avg, exp_avg_sq = param_state["exp_avg"], param_state["exp_avg_sq"]
+
+            m, v = exp_avg._data, exp_avg_sq._data
+            _lerp_(m, grad, 1.0 - beta1)
+            v *= beta2
+            sq = np.multiply(grad, 1.0 - beta2)
+            sq *= grad
+            v += sq
+            exp_avg._bump_version()
+            exp_avg_sq._bump_version()
+            if amsgrad:
+                v_max = param_state["max_exp_avg_sq"]
+                np.maximum(v_max._data, v, out=v_max._data)
+                v_max._bump_version()
+                v = v_max._data
+
+            step_size = lr / (1.0 - beta1 ** step)
+            denom = np.sqrt(v, out=sq)
+            denom /= math.sqrt(1.0 - beta2 ** step)
+            denom += eps
+            update = np.multiply(m, -step_size)
+            update /= denom
+            data += update
+            p._bump_version()

@@ -1,0 +1,282 @@
+"""The Optimizer base class: parameter groups, per-parameter state, and state_dict I/O.
+
+Updates happen in place on the parameters' arrays (``p._data``), so every module,
+closure and compiled plan that holds a parameter sees the new values. Each update
+runs under ``kiln.no_grad()``, works on raw arrays with in-place ufuncs, and bumps
+the version of every tensor it writes, which keeps autograd's saved-tensor checks
+(and the JIT's version guards) correct.
+"""
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Union
+
+import numpy as np
+
+from ..autograd import enable_grad, no_grad
+from ..ops.primitive import trace_state
+from ..tensor import Tensor
+
+ParamsT = Union[Iterable[Tensor], Iterable[dict[str, Any]], Iterable[tuple[str, Tensor]]]
+StateDict = dict[str, Any]
+
+
+class Optimizer:
+    """Base class of all optimizers: subclasses validate options and implement `_update_group`.
+
+    `params` is an iterable of tensors, of ``(name, tensor)`` pairs (as from
+    ``module.named_parameters()``), or of dicts that each define a parameter group
+    with its own options; options a group leaves out come from `defaults`.
+
+    >>> w = kiln.zeros(3, requires_grad=True)
+    >>> opt = kiln.optim.SGD([{"params": [w], "lr": 0.1}], momentum=0.9)
+    >>> opt.param_groups[0]["lr"], opt.param_groups[0]["momentum"]
+    (0.1, 0.9)
+    """
+
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]):
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
+                            f"or dicts, but got a single {type(params).__name__}; wrap it in a list")
+        self.defaults: dict[str, Any] = dict(defaults)
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # ---- parameter groups ---------------------------------------------------------
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own options (e.g. a lower lr for a backbone).
+
+        >>> opt.add_param_group({"params": head.parameters(), "lr": 1e-2})
+        """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        if "params" not in param_group:
+            raise KeyError("param_group must have a 'params' entry listing its tensors")
+        group = dict(param_group)
+        params, names = _split_params(group["params"])
+        group["params"] = params
+        if names is not None:
+            group["param_names"] = names
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
+        taken = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in taken for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self._validate_group(group)
+        self.param_groups.append(group)
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        """Raise ValueError for an out-of-range option; subclasses extend this."""
+        _check_range(group, "lr", "learning rate")
+
+    # ---- gradients and steps ------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized tensors: to None (default), or to zeros."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                elif g._base is None and g._node is None and g._data.flags.writeable:
+                    g._data.fill(0)
+                    g._bump_version()
+                else:
+                    # The engine hands out grads that may alias other grads or be read-only
+                    # broadcasts; never write through them.
+                    p.grad = Tensor._wrap(g._device.xp.zeros_like(g._data), g._device)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Update every parameter that has a gradient; return `closure()`'s loss if given.
+
+        The closure (which re-evaluates the model and calls backward) runs with grad
+        enabled; the update itself runs under ``kiln.no_grad()``.
+        """
+        if trace_state.tracer is not None:
+            raise RuntimeError(
+                f"{type(self).__name__}.step() updates parameters eagerly and cannot be traced by "
+                "kiln.compile; call optimizer.step() outside the compiled function"
+            )
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        """Apply one update to the parameters of `group` that have a gradient."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _update_group")
+
+    # ---- checkpointing ------------------------------------------------------------
+    def state_dict(self) -> StateDict:
+        """The optimizer's state in PyTorch's layout, with parameters replaced by indices.
+
+        ``{"state": {index: {"exp_avg": Tensor, ...}}, "param_groups": [{"lr": ..., "params": [0, 1]}]}``.
+        State tensors are the live ones (as in PyTorch): ``copy.deepcopy`` the result
+        to keep a snapshot while training continues.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                packed["params"].append(index[id(p)])
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: StateDict) -> None:
+        """Load a `state_dict()` (kiln's or a PyTorch optimizer's) saved for the same parameter layout.
+
+        Group options come from the saved groups; state tensors are copied and cast to
+        their parameter's dtype and device.
+        """
+        if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
+            got = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            raise ValueError(f"optimizer state_dict must be a dict with keys 'state' and 'param_groups', got {got}")
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"loaded state dict has {len(saved_groups)} parameter groups, but the optimizer "
+                             f"has {len(self.param_groups)}")
+        for i, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
+            if len(group["params"]) != len(saved["params"]):
+                raise ValueError(f"loaded state dict's parameter group {i} has {len(saved['params'])} parameters, "
+                                 f"but the optimizer's group {i} has {len(group['params'])}")
+        by_index = {i: p for group, saved in zip(self.param_groups, saved_groups)
+                    for i, p in zip(saved["params"], group["params"])}
+
+        state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        for index, values in state_dict["state"].items():
+            if index not in by_index:
+                raise ValueError(f"loaded state dict has state for parameter index {index!r}, which is in "
+                                 f"no parameter group (indices: {sorted(by_index)})")
+            p = by_index[index]
+            state[p] = {key: _load_state_value(p, index, key, value) for key, value in values.items()}
+
+        groups = []
+        for group, saved in zip(self.param_groups, saved_groups):
+            new = {k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}
+            new["params"] = group["params"]
+            for key, value in self.defaults.items():
+                new.setdefault(key, value)
+            self._validate_group(new)
+            groups.append(new)
+        self.state = state
+        self.param_groups = groups
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k not in ("params", "param_names")]
+        return "\n".join(lines + [")"])
+
+
+# ---- helpers shared by the optimizers ----------------------------------------------
+def _split_params(params: Any) -> tuple[list[Tensor], list[str] | None]:
+    """A group's params as a list of leaf tensors, plus their names if given as (name, tensor) pairs."""
+    if isinstance(params, Tensor):
+        params = [params]
+    elif isinstance(params, (set, frozenset)):
+        raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
+                        "ordering of tensors in sets will change between runs; use a list instead")
+    params = list(params)
+    names = None
+    if params and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in params):
+        names = [name for name, _ in params]
+        params = [p for _, p in params]
+    for p in params:
+        if not isinstance(p, Tensor):
+            raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+        if not p.is_leaf:
+            raise ValueError("can't optimize a non-leaf Tensor; optimize the leaf it was computed from, "
+                             "or detach() it and set requires_grad=True")
+    if len({id(p) for p in params}) != len(params):
+        raise ValueError("optimizer got a parameter group with duplicate parameters; each tensor may "
+                         "appear once")
+    return params, names
+
+
+def _check_range(group: dict[str, Any], key: str, what: str, *, low: float = 0.0,
+                 high: float | None = None) -> None:
+    """Raise ValueError unless ``low <= group[key]`` (and ``< high`` when given)."""
+    value = group[key]
+    ok = low <= value and (high is None or value < high)
+    if not ok:
+        bound = f"{low} <= {key}" + (f" < {high}" if high is not None else "")
+        raise ValueError(f"Invalid {what}: {value} (expected {bound})")
+
+
+def _load_state_value(p: Tensor, index: Any, key: str, value: Any) -> Any:
+    """A private copy of one saved state entry; arrays become tensors like `p` (the step stays float32)."""
+    if isinstance(value, Tensor):
+        arr = np.array(value.detach().numpy())
+    elif hasattr(value, "__array__") and not isinstance(value, (int, float)):
+        arr = np.array(value.detach() if hasattr(value, "detach") else value)  # NumPy array or torch tensor
+    elif key == "step" and isinstance(value, (int, float)):
+        arr = np.array(value)
+    else:
+        return copy.deepcopy(value)
+    if key == "step":
+        return Tensor._wrap(arr.astype(np.float32).reshape(()))  # counters live on the host
+    else:
+        if arr.shape != tuple(p.shape):
+            raise ValueError(f"loaded state '{key}' for parameter {index} has shape {arr.shape}, but the "
+                             f"parameter has shape {tuple(p.shape)}")
+        arr = arr.astype(p._data.dtype, copy=False)
+    return Tensor._wrap(p._device.xp.asarray(arr), p._device)
+
+
+def _decayed_grad(grad: np.ndarray, param: np.ndarray, weight_decay: float, maximize: bool) -> np.ndarray:
+    """``(-grad if maximize else grad) + weight_decay * param``; never writes into `grad`."""
+    if weight_decay != 0:
+        out = np.multiply(param, weight_decay)
+        if maximize:
+            np.subtract(out, grad, out=out)
+        else:
+            np.add(out, grad, out=out)
+        return out
+    return np.negative(grad) if maximize else grad
+
+
+def _lerp_(start: np.ndarray, end: np.ndarray, weight: float) -> None:
+    """``start += weight * (end - start)`` in place, with torch.lerp's two-branch rounding."""
+    diff = np.subtract(end, start)
+    if abs(weight) < 0.5:
+        diff *= weight
+        start += diff
+    else:
+        diff *= 1.0 - weight
+        np.subtract(end, diff, out=start)
+
+
+def _zeros_state(p: Tensor) -> Tensor:
+    """A zero tensor shaped like `p`, on its device, for optimizer state."""
+    return Tensor._wrap(p._device.xp.zeros_like(p._data), p._device)
+
+
+def _step_state() -> Tensor:
+    """The per-parameter step counter: a float32 scalar tensor, as in PyTorch."""
+    return Tensor._wrap(np.zeros((), dtype=np.float32))
+
+
+def _advance_step(step: Tensor) -> float:
+    """Add one to a step-counter tensor in place and return the new count."""
+    data = step._data
+    data += 1
+    step._bump_version()
+    return float(data)

@@ -1,0 +1,91 @@
+"""RMSprop: divide the gradient by a running root mean square of recent gradients."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .optimizer import Optimizer, ParamsT, _advance_step, _check_range, _decayed_grad, _lerp_, _step_state, _zeros_state
+
+
+class RMSprop(Optimizer):
+    """RMSprop, updating parameters in place with PyTorch's formulas.
+
+    With ``g = grad + weight_decay * p`` (negated first if `maximize`):
+    ``v = alpha * v + (1 - alpha) * g * g``; if `centered`, ``a = lerp(a, g, 1 - alpha)``
+    and the scale is ``sqrt(v - a * a) + eps``, else ``sqrt(v) + eps``. Then
+    ``buf = momentum * buf + g / scale; p -= lr * buf`` when momentum > 0, else
+    ``p -= lr * g / scale``. State per parameter: ``step``, ``square_avg``
+    (and ``momentum_buffer``, ``grad_avg``).
+
+    >>> opt = kiln.optim.RMSprop(model.parameters(), lr=1e-2, alpha=0.99, centered=True)
+    >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
+                 maximize: bool = False):
+        defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                        centered=centered, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        super()._validate_group(group)
+        _check_range(group, "eps", "epsilon value")
+        _check_range(group, "momentum", "momentum value")
+        _check_range(group, "weight_decay", "weight_decay value")
+        _check_range(group, "alpha", "alpha value")
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        neg_lr, alpha, eps = -group["lr"], group["alpha"], group["eps"]
+        weight_decay, momentum = group["weight_decay"], group["momentum"]
+        centered, maximize = group["centered"], group["maximize"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:
+                param_state["step"] = _step_state()
+                param_state["square_avg"] = _zeros_state(p)
+                if momentum > 0:
+                    param_state["momentum_buffer"] = _zeros_state(p)
+                if centered:
+                    param_state["grad_avg"] = _zeros_state(p)
+            data = p._data
+            grad = _decayed_grad(g._data, data, weight_decay, maximize)
+            _advance_step(param_state["step"])
+
+            square_avg = param_state["square_avg"]
+            v = square_avg._data
+            v *= alpha
+            scale = np.multiply(grad, 1.0 - alpha)
+            scale *= grad
+            v += scale
+            square_avg._bump_version()
+            if centered:
+                grad_avg = param_state["grad_avg"]
+                a = grad_avg._data
+                _lerp_(a, grad, 1.0 - alpha)
+                grad_avg._bump_version()
+                np.multiply(a, a, out=scale)
+                np.subtract(v, scale, out=scale)
+                np.sqrt(scale, out=scale)
+            else:
+                np.sqrt(v, out=scale)
+            scale += eps
+
+            if momentum > 0:
+                buf = param_state["momentum_buffer"]
+                b = buf._data
+                b *= momentum
+                np.divide(grad, scale, out=scale)
+                b += scale
+                buf._bump_version()
+                np.multiply(b, neg_lr, out=scale)
+            else:
+                update = np.multiply(grad, neg_lr)
+                np.divide(update, scale, out=scale)
+            data += scale
+            p._bump_version()

@@ -1,0 +1,73 @@
+"""Stochastic gradient descent with optional momentum, dampening, Nesterov and weight decay."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tensor import Tensor
+from .optimizer import Optimizer, ParamsT, _check_range, _decayed_grad
+
+
+class SGD(Optimizer):
+    """SGD, updating parameters in place with PyTorch's formulas.
+
+    With ``g = grad + weight_decay * p`` (negated first if `maximize`):
+    ``buf = g`` on the first step, then ``buf = momentum * buf + (1 - dampening) * g``;
+    the step direction is ``g + momentum * buf`` with `nesterov`, else ``buf``
+    (plain ``g`` when momentum is 0); then ``p -= lr * direction``.
+
+    >>> opt = kiln.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        super()._validate_group(group)
+        _check_range(group, "momentum", "momentum value")
+        _check_range(group, "weight_decay", "weight_decay value")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening, got "
+                             f"momentum={group['momentum']}, dampening={group['dampening']}")
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        neg_lr = -group["lr"]
+        momentum = group["momentum"]
+        keep = 1.0 - group["dampening"]
+        weight_decay = group["weight_decay"]
+        nesterov, maximize = group["nesterov"], group["maximize"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            data = p._data
+            grad = _decayed_grad(g._data, data, weight_decay, maximize)
+            owned = grad is not g._data  # a temporary we may overwrite
+            if momentum != 0:
+                param_state = state[p]
+                buf = param_state.get("momentum_buffer")
+                if buf is None:
+                    buf = param_state["momentum_buffer"] = Tensor._wrap(np.array(grad, copy=True), p._device)
+                else:
+                    b = buf._data
+                    b *= momentum
+                    if keep != 1.0:
+                        b += np.multiply(grad, keep)
+                    else:
+                        b += grad
+                    buf._bump_version()
+                if nesterov:
+                    ahead = np.multiply(buf._data, momentum)
+                    ahead += grad
+                    grad, owned = ahead, True
+                else:
+                    grad, owned = buf._data, False
+            step = np.multiply(grad, neg_lr, out=grad if owned else None)
+            data += step
+            p._bump_version()
