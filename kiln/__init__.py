@@ -14,6 +14,7 @@ from .tensor import Tensor, as_tensor, from_numpy, is_tensor, tensor
 from . import tensor_methods as _tensor_methods  # noqa: F401 - attaches Tensor methods
 from .functional import *  # noqa: F403
 from . import functional, autograd  # noqa: F401
+from . import nn, models  # noqa: F401,E402 - kiln.nn / kiln.models after `import kiln`
 
 bool = bool_  # noqa: A001 - kiln.bool, as torch.bool
 float = float32  # noqa: A001

@@ -18,4 +18,8 @@ from .shape import (bind_index, broadcast_tensors, broadcast_to, cat, chunk, clo
 from .nn import *  # noqa: F403 - the neural-network functional ops
 from .nn import __all__ as _nn_all
 
-__all__ = [n for n in dir() if not n.startswith("_")]
+import types as _types
+
+# Submodules (math, shape, nn, ...) stay out of `*`: `from kiln.functional import *` in
+# kiln/__init__.py would otherwise shadow kiln.nn with kiln.functional.nn.
+__all__ = [n for n, v in dict(globals()).items() if not n.startswith("_") and not isinstance(v, _types.ModuleType)]
