@@ -29,3 +29,6 @@ __version__ = "0.1.0"
 
 def get_default_dtype() -> DType:
     return _dtypes.default_float
+
+from .jit import (CompilationStats, CompiledFunction, GraphBreakError, JITFunction, JITModule,  # noqa: E402
+                  compile, djit, jit, xpr)

@@ -52,6 +52,9 @@ class Tensor:
     # ---- metadata -----------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
+        tracer = primitive.trace_state.tracer
+        if tracer is not None and tracer.symbolic:  # dynamic_dims: sizes are SymInts
+            return tracer.shape_of(self)
         return self._data.shape
 
     @property
@@ -64,8 +67,8 @@ class Tensor:
     def size(self, dim: int | None = None) -> Any:
         """The shape, or the length of dimension `dim`."""
         if dim is None:
-            return self._data.shape
-        return self._data.shape[dim]
+            return self.shape
+        return self.shape[dim]
 
     def numel(self) -> int:
         return int(self._data.size)
@@ -186,7 +189,7 @@ class Tensor:
         out._base = self._base if self._base is not None else self
         tracer = primitive.trace_state.tracer
         if tracer is not None:
-            tracer.on_alias(self, out)
+            tracer.on_detach(self, out)
         return out
 
     def detach_(self) -> Tensor:
@@ -395,7 +398,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         if kind is None:
             kind = _python_dtype(arr)
     target = get_dtype(dtype) if dtype is not None else kind
-    arr = np.ascontiguousarray(arr, dtype=target.np)
+    arr = np.asarray(arr, dtype=target.np, order="C")  # (ascontiguousarray would make 0-d 1-d)
     if dev.type != "cpu":
         arr = dev.xp.asarray(arr)
     return Tensor._wrap(arr, dev, requires_grad)
@@ -449,3 +452,18 @@ def _supported() -> tuple:
 
 def is_tensor(obj: Any) -> bool:
     return isinstance(obj, Tensor)
+
+
+class Literal(Tensor):
+    """A 0-d tensor the frontend made from a Python scalar operand (``x + 1.0``).
+
+    Nothing else holds it, so it never changes: the compiler may bake its value in.
+    """
+
+    __slots__ = ()
+
+
+def literal(value: Any, dtype: DType, device: Device) -> Tensor:
+    t = Literal.__new__(Literal)
+    _init_from_array(t, device.xp.asarray(value, dtype=dtype.np), device, False)
+    return t

@@ -144,6 +144,8 @@ def apply_inplace(self: Tensor, compute: Callable[[Tensor], Tensor], *others: An
         old._node, old.requires_grad = self._node, self.requires_grad
         if old._node is not None:
             old._node.rebind_output(old)
+        if tracer is not None:
+            tracer.on_alias(self, old)
         new = compute(old)
     else:
         with autograd.no_grad():

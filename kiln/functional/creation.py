@@ -8,7 +8,7 @@ import numpy as np
 
 from ..device import Device, get_device
 from ..dtypes import default_float, get_dtype, scalar_dtype
-from ..ops.primitive import REGISTRY, bind
+from ..ops.primitive import REGISTRY, bind, trace_state
 from ..ops.random_ops import normal_count, uniform_count
 from ..random import Generator, default_generator
 from ..tensor import Tensor
@@ -118,8 +118,13 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
 
 # ---- random -----------------------------------------------------------------------
 def _key(gen: Generator | None, n: int, device: Device) -> Tensor:
-    seed, offset = (gen or default_generator).take(n)
-    return Tensor._wrap(device.xp.asarray([seed, offset], dtype=np.int64), device)
+    generator = gen or default_generator
+    seed, offset = generator.take(n)
+    key = Tensor._wrap(device.xp.asarray([seed, offset], dtype=np.int64), device)
+    tracer = trace_state.tracer
+    if tracer is not None:
+        tracer.on_rng_key(key, generator, n)  # compiled code draws a fresh key per call
+    return key
 
 
 def rand(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,

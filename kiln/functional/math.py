@@ -12,15 +12,21 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dtypes import DType, bool_, default_float, get_dtype, promote, promote_with_scalar
-from ..ops.primitive import REGISTRY, bind
-from ..tensor import Tensor
+from ..ops.primitive import REGISTRY, bind, trace_state
+from ..tensor import Tensor, literal
 
 _P = REGISTRY
 
 
 def _const(value: Any, dtype: DType, like: Tensor) -> Tensor:
-    """A 0-d constant tensor for a Python scalar operand."""
-    return Tensor._wrap(like._device.xp.asarray(value, dtype=dtype.np), like._device)
+    """A 0-d constant tensor for a Python scalar operand.
+
+    A symbolic size (a SymInt from dynamic_dims tracing) becomes a `full` op whose
+    value the compiled plan re-evaluates per call, instead of a baked literal.
+    """
+    if getattr(value, "expr", None) is not None and trace_state.tracer is not None:
+        return bind(_P["full"], (), {"shape": (), "value": value, "dtype": dtype.name, "device": like._device})
+    return literal(value, dtype, like._device)
 
 
 def _as_tensor(x: Any) -> Tensor:

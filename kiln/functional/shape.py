@@ -21,7 +21,7 @@ def _shape_arg(shape: tuple) -> tuple:
 
 
 def _infer_shape(op: str, shape: Sequence[Any], numel: int, src: tuple) -> tuple:
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(d if isinstance(d, int) else int(d) for d in shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"{op}: only one dimension can be -1, got {shape}")
     if -1 in shape:
@@ -36,7 +36,8 @@ def _infer_shape(op: str, shape: Sequence[Any], numel: int, src: tuple) -> tuple
 
 def reshape(x: Tensor, *shape: Any) -> Tensor:
     """x with a new shape (one dim may be -1)."""
-    target = _infer_shape("reshape", _shape_arg(shape), x._data.size, tuple(x.shape))
+    src = tuple(x.shape)
+    target = _infer_shape("reshape", _shape_arg(shape), _math.prod(src), src)
     if target == x._data.shape:
         return x
     return bind(_P["reshape"], (x,), {"shape": target})

@@ -1,0 +1,120 @@
+"""Graph-level reverse-mode autodiff, AOTAutograd-style.
+
+The backward graph is built by *tracing the primitives' VJP rules*: we walk the
+forward graph in reverse and call each VJP on the real tensors seen at trace time
+while a `BackwardTracer` records. Forward values the VJPs read become "residual"
+inputs of the backward graph (and extra outputs of the forward graph); output
+cotangents become "cotangent" inputs. Eager backward and compiled backward thus
+share one definition of every gradient.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import autograd
+from ..functional.math import add
+from ..tensor import Tensor
+from .ir import Graph, InputSpec, Value
+from .trace import Tracer
+
+
+class _NodeShim:
+    """Stands in for an autograd Node inside a VJP: gives access to the forward output."""
+
+    def __init__(self, out: Tensor):
+        self._out = out
+
+    def output(self) -> Tensor:
+        return self._out
+
+
+class BackwardTracer(Tracer):
+    """A tracer whose unknown tensors are looked up among the forward values (residuals)."""
+
+    def __init__(self, symbolic: bool):
+        super().__init__(fullgraph=True)
+        self.symbolic = symbolic
+        self.scope: dict[int, Value] = {}  # id(real tensor) -> forward value, for the current node
+        self.residuals: dict[int, Value] = {}  # forward value id -> backward input value
+        self.residual_order: list[Value] = []  # forward values, in backward-input order
+
+    def value_of(self, t: Tensor) -> Value:
+        v = self.env.get(id(t))
+        if v is not None:
+            return v
+        fwd = self.scope.get(id(t))
+        if fwd is None:
+            return super().value_of(t)
+        got = self.residuals.get(fwd.id)
+        if got is None:
+            index = len(self.residual_order)
+            got = Value(fwd.shape, fwd.dtype, fwd.device)
+            self.graph.inputs.append(got)
+            self.graph.specs.append(InputSpec("residual", index))
+            self.residuals[fwd.id] = got
+            self.residual_order.append(fwd)
+            self.keep.append(t)
+        return got
+
+    def shape_of(self, t: Tensor) -> tuple:
+        v = self.env.get(id(t))
+        if v is None:
+            v = self.scope.get(id(t))
+        return v.shape if v is not None else t._data.shape
+
+
+@dataclass
+class Differentiated:
+    """A forward graph that also outputs residuals, and the backward graph that consumes them."""
+
+    forward: Graph
+    backward: Graph
+    n_outputs: int  # user outputs come first in forward.outputs; residuals follow
+    cotangent_outputs: list[int]  # which user outputs take a cotangent (backward input order)
+    grad_inputs: list[int]  # forward input indices whose grads the backward graph outputs
+
+
+def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Differentiated:
+    """Split a traced training graph into forward (with residuals) and backward graphs."""
+    needs = graph.requires_grad
+    bt = BackwardTracer(symbolic)
+    grads: dict[int, Tensor] = {}
+    cot_outputs: list[int] = []
+    with bt, autograd.no_grad():
+        for i, v in enumerate(graph.outputs):
+            if v.id not in needs or not real[v.id].dtype.is_floating_point:
+                continue
+            ct = Tensor._wrap(real[v.id]._device.xp.ones(real[v.id]._data.shape, dtype=real[v.id]._data.dtype),
+                              real[v.id]._device)
+            bt.add_input(ct, InputSpec("cotangent", i), shape=v.shape)
+            cot_outputs.append(i)
+            grads[v.id] = add(grads[v.id], ct) if v.id in grads else ct
+        for node in reversed(graph.nodes):
+            g = grads.pop(node.out.id, None)
+            if g is None or node.out.id not in needs:
+                continue
+            inputs = tuple(real[v.id] for v in node.inputs)
+            out = real[node.out.id]
+            bt.scope = {id(t): v for t, v in zip(inputs, node.inputs)}
+            bt.scope[id(out)] = node.out
+            in_grads = node.prim.vjp(g, inputs, _NodeShim(out), **node.params)
+            for v, gi in zip(node.inputs, in_grads):
+                if gi is None or v.id not in needs:
+                    continue
+                grads[v.id] = add(grads[v.id], gi) if v.id in grads else gi
+            bt.scope = {}
+        grad_inputs: list[int] = []
+        grad_outs: list[Tensor] = []
+        for i, v in enumerate(graph.inputs):
+            if v.id in needs and v.id in grads:
+                grad_inputs.append(i)
+                grad_outs.append(grads[v.id])
+        bt.set_outputs(grad_outs)
+    forward = graph.copy()
+    n_outputs = len(forward.outputs)
+    forward.outputs = forward.outputs + list(bt.residual_order)
+    return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs)
+
+
+_ = Any

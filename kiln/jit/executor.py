@@ -1,0 +1,194 @@
+"""Running compiled plans: gather inputs, execute, write state back, hook into autograd.
+
+An inference entry runs one plan. A training entry runs the forward plan, keeps
+its residuals, and gives the outputs a single autograd node (`CompiledBackward`)
+whose VJP runs the backward plan; `loss.backward()` then fills ``.grad`` exactly
+as eager does, including through eager code around the compiled call.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import autograd
+from ..autograd import Node
+from ..ops.primitive import Primitive
+from ..tensor import Tensor
+from .ir import Graph, InputSpec
+from .pytree import TreeDef, unflatten
+
+
+def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] | None = None) -> list:
+    """The arrays for each graph input on this call (fresh params, fresh random keys)."""
+    arrays = []
+    for spec in specs:
+        kind = spec.kind
+        if kind == "arg":
+            arrays.append(leaves[spec.ref]._data)
+        elif kind in ("param", "buffer", "captured"):
+            arrays.append(spec.ref._data)
+        elif kind == "literal":
+            arrays.append(spec.literal)
+        elif kind == "rng":
+            generator, count = spec.ref
+            seed, offset = generator.take(count)
+            arrays.append(np.array([seed, offset], dtype=np.int64))
+        else:  # residual / cotangent: supplied by the caller
+            arrays.append(extra[kind][spec.ref])  # type: ignore[index]
+    return arrays
+
+
+def write_state(graph: Graph, values: list, leaves: list) -> None:
+    """Copy state-write results into their targets (buffers, captured tensors, arguments)."""
+    for write, value in zip(graph.state_writes, values):
+        target = leaves[write.ref] if write.kind == "arg" else write.ref
+        target._device.xp.copyto(target._data, value, casting="unsafe")
+        target._bump_version()
+
+
+class OutputLayout:
+    """How to rebuild the user's output pytree from plan outputs and static leaves."""
+
+    def __init__(self, treedef: TreeDef, tensor_slots: list[int], statics: dict[int, Any],
+                 arg_alias: dict[int, int]):
+        self.treedef = treedef
+        self.tensor_slots = tensor_slots  # leaf position of each tensor output, in graph output order
+        self.statics = statics  # leaf position -> non-tensor value
+        self.arg_alias = arg_alias  # graph output index -> input leaf index (output *is* an input)
+
+    def build(self, tensors: list[Tensor], leaves: list) -> Any:
+        out: list[Any] = [None] * self.treedef.num_leaves
+        for pos, value in self.statics.items():
+            out[pos] = value
+        for k, (pos, t) in enumerate(zip(self.tensor_slots, tensors)):
+            alias = self.arg_alias.get(k)
+            out[pos] = leaves[alias] if alias is not None else t
+        return unflatten(self.treedef, out)
+
+
+def _wrap(array: Any, like_device: Any) -> Tensor:
+    if type(array) is not np.ndarray:
+        array = np.asarray(array)
+    return Tensor._wrap(array, like_device)
+
+
+class InferenceEntry:
+    """A cached inference plan."""
+
+    kind = "inference"
+
+    def __init__(self, graph: Graph, plan: Any, layout: OutputLayout, device: Any):
+        self.graph = graph
+        self.plan = plan
+        self.layout = layout
+        self.device = device
+
+    def run(self, leaves: list, dims: dict | None) -> Any:
+        outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves), dims)
+        write_state(self.graph, writes, leaves)
+        return self.layout.build([_wrap(o, self.device) for o in outs], leaves)
+
+
+class _GradBundle(dict):
+    """Cotangents of a compiled call's outputs, keyed by output index; `+` merges them."""
+
+    def __add__(self, other: "_GradBundle") -> "_GradBundle":
+        merged = _GradBundle(self)
+        for k, g in other.items():
+            merged[k] = merged[k] + g if k in merged else g
+        return merged
+
+
+class _OutputSelect(Primitive):
+    """Routes the gradient of output i of a compiled call into its bundle."""
+
+    def __init__(self) -> None:
+        self.name = "compiled_output"
+
+    def vjp(self, g, inputs, node, *, index):
+        return (_GradBundle({index: g}),)
+
+
+class _CompiledBackward(Primitive):
+    """The autograd node of one compiled call: its VJP runs the backward plan."""
+
+    def __init__(self) -> None:
+        self.name = "compiled_call"
+
+    def vjp(self, bundle, inputs, node, *, entry, residuals):
+        return entry.backward(bundle, residuals)
+
+
+_SELECT = _OutputSelect()
+_BACKWARD = _CompiledBackward()
+
+
+class TrainingEntry:
+    """Cached forward and backward plans for a call that needs gradients."""
+
+    kind = "training"
+
+    def __init__(self, forward: Graph, forward_plan: Any, backward: Graph, backward_plan: Any,
+                 n_outputs: int, cotangent_outputs: list[int], grad_inputs: list[int],
+                 output_requires_grad: list[bool], layout: OutputLayout, device: Any):
+        self.graph = forward
+        self.forward_plan = forward_plan
+        self.backward_graph = backward
+        self.backward_plan = backward_plan
+        self.n_outputs = n_outputs
+        self.cotangent_outputs = cotangent_outputs
+        self.grad_inputs = grad_inputs
+        self.output_requires_grad = output_requires_grad
+        self.layout = layout
+        self.device = device
+        self._out_shapes: list[tuple] = []
+
+    def run(self, leaves: list, dims: dict | None) -> Any:
+        inputs = gather_inputs(self.graph.specs, leaves)
+        outs, writes = self.forward_plan.run(inputs, dims)
+        write_state(self.graph, writes, leaves)
+        user = [_wrap(o, self.device) for o in outs[: self.n_outputs]]
+        residuals = outs[self.n_outputs:]
+        if autograd.is_grad_enabled() and self.grad_inputs:
+            diff_inputs = tuple(self._input_tensor(i, leaves) for i in self.grad_inputs)
+            if any(t.requires_grad for t in diff_inputs):
+                self._attach(user, diff_inputs, residuals, dims)
+        return self.layout.build(user, leaves)
+
+    def _input_tensor(self, index: int, leaves: list) -> Tensor:
+        spec = self.graph.specs[index]
+        return leaves[spec.ref] if spec.kind == "arg" else spec.ref
+
+    def _attach(self, user: list[Tensor], diff_inputs: tuple, residuals: list, dims: dict | None) -> None:
+        packed = Tensor._wrap(np.zeros(()), self.device)
+        packed.requires_grad = True
+        packed._node = Node(_BACKWARD, diff_inputs, {"entry": self, "residuals": (residuals, dims,
+                                                                                   [t.shape for t in user])}, packed)
+        for i, t in enumerate(user):
+            if self.output_requires_grad[i]:
+                t.requires_grad = True
+                t._node = Node(_SELECT, (packed,), {"index": i}, t)
+
+    def backward(self, bundle: _GradBundle, residuals: tuple) -> tuple:
+        arrays, dims, shapes = residuals
+        cotangents = []
+        for i in self.cotangent_outputs:
+            g = bundle.get(i)
+            if g is None:
+                cotangents.append(np.zeros(shapes[i], dtype=self.graph.outputs[i].dtype.np))
+            else:
+                cotangents.append(g._data)
+        inputs = gather_inputs(self.backward_graph.specs, [], {"residual": arrays, "cotangent": cotangents})
+        grads, _ = self.backward_plan.run(inputs, dims)
+        return tuple(_wrap(g, self.device) for g in grads)
+
+
+class FallbackEntry:
+    """A call signature that runs eagerly (its trace hit data-dependent Python)."""
+
+    kind = "fallback"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        self.graph = None

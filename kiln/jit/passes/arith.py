@@ -1,0 +1,45 @@
+"""ArithmeticElimination: NaN-safe algebraic identities.
+
+Safe: x+0, x-0, x*1, x/1, x**1, neg(neg x), and no-op casts/reshapes/permutes/expands.
+Never rewritten, because they are wrong for floats: x*0 -> 0 (inf*0 is nan),
+x-x -> 0 (inf-inf is nan), exp(log x) -> x (x < 0 gives nan), x/x -> 1.
+"""
+from __future__ import annotations
+
+from .rewrite import Pat, Rule, RewritePass
+
+
+def _same_type(root_var: str = "x"):
+    def check(v, m):
+        x = m.captures.get(root_var)
+        return x is not None and x.shape == v.shape and x.dtype is v.dtype
+    return check
+
+
+def _identity(op: str, literal: float, commutative: bool) -> Rule:
+    pattern = Pat(op, Pat.any("x"), Pat.literal(literal), commutative=commutative)
+    return Rule(pattern, lambda m, b: m["x"], name=f"{op}(x, {literal}) -> x")
+
+
+def _noop(op: str, check) -> Rule:
+    return Rule(Pat(op, Pat.any("x"), name="root"),
+                lambda m, b: m["x"] if check(m) else None, name=f"no-op {op}")
+
+
+class ArithmeticElimination(RewritePass):
+    """Remove operations that provably return their input unchanged (NaN-safe)."""
+
+    def __init__(self) -> None:
+        rules = [
+            _identity("add", 0, True),
+            _identity("sub", 0, False),
+            _identity("mul", 1, True),
+            _identity("div", 1, False),
+            _identity("pow", 1, False),
+            Rule(Pat("neg", Pat("neg", Pat.any("x"))), lambda m, b: m["x"], name="neg(neg(x)) -> x"),
+            _noop("reshape", lambda m: m["root"].shape == m["x"].shape),
+            _noop("expand", lambda m: m["root"].shape == m["x"].shape),
+            _noop("permute", lambda m: m.producers[m["root"].id].params["perm"] == tuple(range(len(m["x"].shape)))),
+            _noop("cast", lambda m: m["root"].dtype is m["x"].dtype),
+        ]
+        super().__init__(rules, name="ArithmeticElimination")

@@ -1,0 +1,23 @@
+"""DeadNodeElim: drop nodes whose outputs reach no output or state write."""
+from __future__ import annotations
+
+from ..ir import Graph
+
+
+class DeadNodeElim:
+    """Reverse liveness from the outputs and state writes (seed 001's DeadNodeElimPass)."""
+
+    name = "DeadNodeElim"
+
+    def __call__(self, graph: Graph) -> Graph:
+        live = {v.id for v in graph.live_roots()}
+        kept = []
+        for node in reversed(graph.nodes):
+            if node.out.id in live:
+                kept.append(node)
+                live.update(v.id for v in node.inputs)
+        if len(kept) == len(graph.nodes):
+            return graph
+        out = graph.copy()
+        out.nodes = kept[::-1]
+        return out

@@ -1,0 +1,174 @@
+"""Symbolic dimensions for `dynamic_dims`: ints that remember how they were computed.
+
+While tracing with ``dynamic_dims={0: {0: "B"}}``, ``x.shape[0]`` is a `SymInt`: it
+behaves as the concrete size seen at trace time, but arithmetic on it builds an
+expression (``B*2``, ``B*T//4``) that a compiled plan re-evaluates for each call's
+sizes. Static op params holding such values are resolved with `resolve`.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
+    "%": operator.mod, "/": operator.truediv,
+}
+
+
+class Expr:
+    """An arithmetic expression over named dims."""
+
+    __slots__ = ("op", "args")
+
+    def __init__(self, op: str, *args: Any):
+        self.op = op
+        self.args = args
+
+    @staticmethod
+    def sym(name: str) -> "Expr":
+        return Expr("sym", name)
+
+    def evaluate(self, env: dict[str, int]) -> Any:
+        if self.op == "sym":
+            return env[self.args[0]]
+        if self.op == "neg":
+            return -_eval(self.args[0], env)
+        return _OPS[self.op](_eval(self.args[0], env), _eval(self.args[1], env))
+
+    def __str__(self) -> str:
+        if self.op == "sym":
+            return self.args[0]
+        if self.op == "neg":
+            return f"-{_str(self.args[0])}"
+        return f"{_str(self.args[0])}{self.op}{_str(self.args[1])}"
+
+    __repr__ = __str__
+
+
+def _eval(x: Any, env: dict[str, int]) -> Any:
+    return x.evaluate(env) if isinstance(x, Expr) else x
+
+
+def _str(x: Any) -> str:
+    if isinstance(x, Expr) and x.op not in ("sym", "neg"):
+        return f"({x})"
+    return str(x)
+
+
+def _expr_of(x: Any) -> Any:
+    e = getattr(x, "expr", None)
+    return e if e is not None else x
+
+
+def _binop(op: str, reflected: bool = False) -> Callable:
+    fn = _OPS[op]
+
+    def method(self: Any, other: Any) -> Any:
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        value = fn(_plain(a), _plain(b))
+        expr = Expr(op, _expr_of(a), _expr_of(b))
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return SymInt(value, expr)
+        return SymFloat(value, expr)
+
+    return method
+
+
+def _plain(x: Any) -> Any:
+    """The concrete number behind a symbolic one (plain numbers pass through)."""
+    if isinstance(x, SymInt):
+        return int(x)
+    if isinstance(x, SymFloat):
+        return float(x)
+    return x
+
+
+class SymInt(int):
+    """An int that carries an expression over symbolic dims."""
+
+    expr: Expr
+
+    def __new__(cls, value: int, expr: Expr) -> "SymInt":
+        obj = super().__new__(cls, value)
+        obj.expr = expr
+        return obj
+
+    def __repr__(self) -> str:
+        return str(self.expr)
+
+    __str__ = __repr__
+    __add__ = _binop("+")
+    __radd__ = _binop("+", True)
+    __sub__ = _binop("-")
+    __rsub__ = _binop("-", True)
+    __mul__ = _binop("*")
+    __rmul__ = _binop("*", True)
+    __floordiv__ = _binop("//")
+    __rfloordiv__ = _binop("//", True)
+    __mod__ = _binop("%")
+    __truediv__ = _binop("/")
+    __rtruediv__ = _binop("/", True)
+
+    def __neg__(self) -> "SymInt":
+        return SymInt(-int(self), Expr("neg", self.expr))
+
+    def __hash__(self) -> int:
+        return int.__hash__(self)
+
+
+class SymFloat(float):
+    """A float computed from symbolic dims (e.g. 1 / B)."""
+
+    expr: Expr
+
+    def __new__(cls, value: float, expr: Expr) -> "SymFloat":
+        obj = super().__new__(cls, value)
+        obj.expr = expr
+        return obj
+
+    def __repr__(self) -> str:
+        return str(self.expr)
+
+    __str__ = __repr__
+    __add__ = _binop("+")
+    __radd__ = _binop("+", True)
+    __sub__ = _binop("-")
+    __rsub__ = _binop("-", True)
+    __mul__ = _binop("*")
+    __rmul__ = _binop("*", True)
+    __truediv__ = _binop("/")
+    __rtruediv__ = _binop("/", True)
+
+    def __hash__(self) -> int:
+        return float.__hash__(self)
+
+
+def is_symbolic(x: Any) -> bool:
+    """True when x (or anything nested in a tuple/list/dict) is a SymInt or SymFloat."""
+    if isinstance(x, (SymInt, SymFloat)):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(is_symbolic(i) for i in x)
+    if isinstance(x, dict):
+        return any(is_symbolic(v) for v in x.values())
+    return False
+
+
+def resolve(x: Any, env: dict[str, int]) -> Any:
+    """x with every symbolic value evaluated for the dim sizes in `env`."""
+    if isinstance(x, SymInt):
+        return int(x.expr.evaluate(env))
+    if isinstance(x, SymFloat):
+        return float(x.expr.evaluate(env))
+    if isinstance(x, tuple):
+        return tuple(resolve(i, env) for i in x)
+    if isinstance(x, list):
+        return [resolve(i, env) for i in x]
+    if isinstance(x, dict):
+        return {k: resolve(v, env) for k, v in x.items()}
+    return x

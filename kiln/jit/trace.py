@@ -1,0 +1,175 @@
+"""Tracing: run the real function once while a thread-local `Tracer` records a Graph.
+
+Every `bind` reports to the tracer (see kiln.ops.primitive), so nested ops inside
+composites arrive as primitives. Tensors the tracer has not seen are captured by
+reference (read fresh on each call); frontend scalar literals are baked in.
+Random keys become "rng" inputs, in-place updates of outside tensors become state
+writes, and turning a traced tensor into a Python value is a graph break.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from ..ops.primitive import REGISTRY, AbstractValue, Primitive, trace_state
+from ..tensor import Tensor
+from .ir import Graph, InputSpec, Node, StateWrite, Value
+from ..tensor import Literal
+from .symbolic import Expr, SymInt, is_symbolic
+
+_KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class GraphBreakError(RuntimeError):
+    """A compiled function with fullgraph=True did something that cannot be captured in a graph."""
+
+
+def user_location() -> str:
+    """`file:line` of the innermost stack frame outside the kiln package."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_KILN_DIR + os.sep):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+class Tracer:
+    """Records primitive calls into a Graph while the real computation runs."""
+
+    def __init__(self, fullgraph: bool = False):
+        self.graph = Graph()
+        self.fullgraph = fullgraph
+        self.env: dict[int, Value] = {}  # id(tensor) -> its current value
+        self.real: dict[int, Tensor] = {}  # value id -> the real tensor seen at trace time
+        self.keep: list[Any] = []  # keeps traced tensors alive so ids stay unique
+        self.graph_break: str | None = None
+        self.inputs_by_tensor: dict[int, int] = {}  # id(tensor) -> index into graph.inputs
+        self.symbolic = False
+
+    # ---- activation ---------------------------------------------------------------
+    def __enter__(self) -> "Tracer":
+        self._prev = trace_state.tracer
+        trace_state.tracer = self
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        trace_state.tracer = self._prev
+
+    # ---- inputs -------------------------------------------------------------------
+    def add_input(self, tensor: Tensor, spec: InputSpec, shape: tuple | None = None) -> Value:
+        value = Value(shape if shape is not None else tuple(tensor._data.shape), tensor.dtype, tensor.device)
+        if shape is not None and is_symbolic(shape):
+            self.symbolic = True
+        self.graph.inputs.append(value)
+        self.graph.specs.append(spec)
+        if tensor.requires_grad:
+            self.graph.requires_grad.add(value.id)
+        self._bind(tensor, value)
+        self.inputs_by_tensor.setdefault(id(tensor), len(self.graph.inputs) - 1)
+        return value
+
+    def _bind(self, tensor: Tensor, value: Value) -> None:
+        self.env[id(tensor)] = value
+        self.real[value.id] = tensor
+        self.keep.append(tensor)
+
+    def value_of(self, t: Tensor) -> Value:
+        """The value of a tensor: known, or a captured outside tensor / baked literal."""
+        v = self.env.get(id(t))
+        if v is not None:
+            return v
+        if type(t) is Literal:
+            return self.add_input(t, InputSpec("literal", t, literal=t._data))
+        return self.add_input(t, InputSpec("captured", t))
+
+    def shape_of(self, t: Tensor) -> tuple:
+        v = self.env.get(id(t))
+        return v.shape if v is not None else t._data.shape
+
+    # ---- hooks called by bind and the Tensor methods ------------------------------
+    def record(self, prim: Primitive, inputs: tuple, params: dict, out: Tensor) -> None:
+        vals = [self.value_of(t) for t in inputs]
+        shape = self._out_shape(prim, vals, params, out)
+        value = Value(shape, out.dtype, out.device)
+        self.graph.nodes.append(Node(prim, vals, params, value))
+        if out.requires_grad:
+            self.graph.requires_grad.add(value.id)
+        self._bind(out, value)
+
+    def _out_shape(self, prim: Primitive, vals: list[Value], params: dict, out: Tensor) -> tuple:
+        concrete = tuple(out._data.shape)
+        if not self.symbolic:
+            return concrete
+        try:
+            aval = prim.abstract(*[AbstractValue(v.shape, v.dtype) for v in vals], **params)
+        except Exception:  # noqa: BLE001 - fall back to the concrete shape
+            return concrete
+        shape = tuple(aval.shape)
+        if len(shape) != len(concrete) or any(int(a) != b for a, b in zip(shape, concrete)):
+            return concrete
+        return shape
+
+    def on_rng_key(self, key: Tensor, generator: Any, count: int) -> None:
+        """A random op's [seed, offset] key: an input drawn afresh from `generator` on each call."""
+        self.add_input(key, InputSpec("rng", (generator, count)))
+
+    def on_concretize(self, t: Tensor, why: str) -> None:
+        if id(t) not in self.env:
+            return  # an outside tensor: its value is not traced
+        where = user_location()
+        message = (f"data-dependent Python control flow: `{why}` on a traced tensor at {where}. "
+                   "The graph cannot capture a Python value computed from tensor data. Fix: use "
+                   "tensor ops (kiln.where, masking) instead of Python branches, or compile with "
+                   "fullgraph=False to fall back to eager for this call signature.")
+        if self.fullgraph:
+            raise GraphBreakError(message)
+        if self.graph_break is None:
+            self.graph_break = message
+
+    def on_detach(self, src: Tensor, dst: Tensor) -> None:
+        if id(src) not in self.env:
+            return
+        v = self.env[id(src)]
+        out = Value(v.shape, v.dtype, v.device)
+        self.graph.nodes.append(Node(REGISTRY["stop_gradient"], [v], {}, out))
+        self._bind(dst, out)
+
+    def on_alias(self, src: Tensor, dst: Tensor) -> None:
+        """dst holds the same value as src (e.g. the saved copy in an in-place op)."""
+        v = self.value_of(src)
+        self.env[id(dst)] = v
+        self.keep.append(dst)
+
+    def on_inplace(self, target: Tensor, new: Tensor) -> None:
+        """`target` now holds `new`'s value; outside tensors get a state write."""
+        value = self.value_of(new)
+        index = self.inputs_by_tensor.get(id(target))
+        self.env[id(target)] = value
+        if index is None:
+            return  # an intermediate created inside the function: nothing to write back
+        spec = self.graph.specs[index]
+        if spec.kind == "arg":
+            write = StateWrite("arg", spec.ref, value)
+        elif spec.kind in ("param", "buffer", "captured"):
+            write = StateWrite("tensor", spec.ref, value)
+        else:
+            return
+        self.graph.state_writes = [w for w in self.graph.state_writes
+                                   if not (w.kind == write.kind and w.ref is write.ref)] + [write]
+
+    # ---- outputs ------------------------------------------------------------------
+    def set_outputs(self, tensors: list[Tensor]) -> None:
+        self.graph.outputs = [self.value_of(t) for t in tensors]
+
+
+def symbolic_shape(shape: tuple, dims: dict[int, str]) -> tuple:
+    """A shape with the dims named in `dims` replaced by SymInts."""
+    return tuple(SymInt(d, Expr.sym(dims[i])) if i in dims else d for i, d in enumerate(shape))
+
+
+_ = np
