@@ -39,6 +39,7 @@ class Optimizer:
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors "
                             f"or dicts, but got a single {type(params).__name__}; wrap it in a list")
+        _reject_unordered(params)
         self.defaults: dict[str, Any] = dict(defaults)
         self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         self.param_groups: list[dict[str, Any]] = []
@@ -191,9 +192,7 @@ def _split_params(params: Any) -> tuple[list[Tensor], list[str] | None]:
     """A group's params as a list of leaf tensors, plus their names if given as (name, tensor) pairs."""
     if isinstance(params, Tensor):
         params = [params]
-    elif isinstance(params, (set, frozenset)):
-        raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
-                        "ordering of tensors in sets will change between runs; use a list instead")
+    _reject_unordered(params)
     params = list(params)
     names = None
     if params and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in params):
@@ -211,6 +210,12 @@ def _split_params(params: Any) -> tuple[list[Tensor], list[str] | None]:
     return params, names
 
 
+def _reject_unordered(params: Any) -> None:
+    if isinstance(params, (set, frozenset)):
+        raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
+                        "ordering of tensors in sets will change between runs; use a list instead")
+
+
 def _check_range(group: dict[str, Any], key: str, what: str, *, low: float = 0.0,
                  high: float | None = None) -> None:
     """Raise ValueError unless ``low <= group[key]`` (and ``< high`` when given)."""
@@ -223,22 +228,26 @@ def _check_range(group: dict[str, Any], key: str, what: str, *, low: float = 0.0
 
 def _load_state_value(p: Tensor, index: Any, key: str, value: Any) -> Any:
     """A private copy of one saved state entry; arrays become tensors like `p` (the step stays float32)."""
-    if isinstance(value, Tensor):
-        arr = np.array(value.detach().numpy())
-    elif hasattr(value, "__array__") and not isinstance(value, (int, float)):
-        arr = np.array(value.detach() if hasattr(value, "detach") else value)  # NumPy array or torch tensor
-    elif key == "step" and isinstance(value, (int, float)):
-        arr = np.array(value)
-    else:
+    arr = _host_array(value)
+    if key == "step" and (arr is not None or isinstance(value, (int, float))):
+        return Tensor._wrap(np.array(value if arr is None else arr, dtype=np.float32).reshape(()))
+    if arr is None:
         return copy.deepcopy(value)
-    if key == "step":
-        return Tensor._wrap(arr.astype(np.float32).reshape(()))  # counters live on the host
-    else:
-        if arr.shape != tuple(p.shape):
-            raise ValueError(f"loaded state '{key}' for parameter {index} has shape {arr.shape}, but the "
-                             f"parameter has shape {tuple(p.shape)}")
-        arr = arr.astype(p._data.dtype, copy=False)
-    return Tensor._wrap(p._device.xp.asarray(arr), p._device)
+    if arr.shape != tuple(p.shape):
+        raise ValueError(f"loaded state '{key}' for parameter {index} has shape {arr.shape}, but the "
+                         f"parameter has shape {tuple(p.shape)}")
+    return Tensor._wrap(p._device.xp.asarray(arr.astype(p._data.dtype, copy=False)), p._device)
+
+
+def _host_array(value: Any) -> np.ndarray | None:
+    """A NumPy copy of a kiln tensor, NumPy array or torch tensor; None for anything else."""
+    if isinstance(value, Tensor):
+        return np.array(value.detach().numpy())
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch.Tensor
+        return np.array(value.detach().cpu().numpy())
+    return None
 
 
 def _decayed_grad(grad: np.ndarray, param: np.ndarray, weight_decay: float, maximize: bool) -> np.ndarray:
