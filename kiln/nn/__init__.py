@@ -1,0 +1,33 @@
+"""``kiln.nn``: Modules, layers, losses and initializers with PyTorch's names and semantics.
+
+>>> import kiln.nn as nn
+>>> model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+>>> loss = nn.CrossEntropyLoss()(model(kiln.randn(32, 784)), kiln.randint(0, 10, (32,)))
+"""
+from . import functional, init, utils
+from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .attention import MultiheadAttention
+from .batchnorm import BatchNorm1d, BatchNorm2d
+from .container import ModuleDict, ModuleList, Sequential
+from .conv import Conv1d, Conv2d
+from .dropout import Dropout
+from .flatten import Flatten, Unflatten
+from .hooks import RemovableHandle
+from .linear import Bilinear, Identity, Linear
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .module import Module
+from .normalization import LayerNorm
+from .parameter import Parameter
+from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .sparse import Embedding
+from .state_dict import IncompatibleKeys
+from .transformer import TransformerEncoder, TransformerEncoderLayer
+
+__all__ = [
+    "functional", "init", "utils", "Module", "Parameter", "RemovableHandle", "IncompatibleKeys",
+    "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d",
+    "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "Unflatten", "ReLU", "LeakyReLU", "GELU",
+    "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "BatchNorm1d",
+    "BatchNorm2d", "Embedding", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
+]

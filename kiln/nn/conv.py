@@ -1,0 +1,123 @@
+"""Conv1d and Conv2d layers (zero padding; 'same' padding also for even kernels)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import functional as F
+from ..functional.creation import empty
+from ..functional.shape import pad as _pad
+from ..tensor import Tensor
+from . import init
+from .module import Module
+from .parameter import Parameter
+
+
+def _ntuple(value: Any, n: int, name: str) -> tuple[int, ...]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != n:
+            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {value!r}")
+        return tuple(int(v) for v in value)
+    return (int(value),) * n
+
+
+class _ConvNd(Module):
+    """Shared parameters, init, padding logic and repr of Conv1d and Conv2d."""
+
+    _dims: int = 2
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        n = self._dims
+        if groups <= 0 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
+                             f"divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"padding_mode={padding_mode!r} is not supported yet; use 'zeros'")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _ntuple(kernel_size, n, "kernel_size")
+        self.stride = _ntuple(stride, n, "stride")
+        self.dilation = _ntuple(dilation, n, "dilation")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"invalid padding string {padding!r}; expected 'same', 'valid' or ints")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError("padding='same' is not supported for strided convolutions; use stride=1 "
+                                 "or explicit padding")
+            self.padding: Any = padding
+        else:
+            self.padding = _ntuple(padding, n, "padding")
+        self.output_padding = (0,) * n
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size,
+                                      dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(empty(out_channels, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            init._fan_in_uniform_(self.bias, fan_in)
+
+    def _resolve_padding(self, x: Tensor) -> tuple[Tensor, Any]:
+        """The (possibly pre-padded) input and the symmetric padding to pass to the functional op.
+
+        padding='same' with an even total padding puts the extra element on the right, as PyTorch does.
+        """
+        if self.padding == "valid":
+            return x, 0
+        if self.padding != "same":
+            return x, self.padding
+        totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+        if all(t % 2 == 0 for t in totals):
+            return x, tuple(t // 2 for t in totals)
+        pads: list[int] = []
+        for t in reversed(totals):  # F.pad lists the last dim first
+            pads += [t // 2, t - t // 2]
+        return _pad(x, pads), 0
+
+    def extra_repr(self) -> str:
+        n = self._dims
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0,) * n:
+            s += f", padding={self.padding}"
+        if self.dilation != (1,) * n:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution over (N, C, H, W) or (C, H, W) input.
+
+    >>> kiln.nn.Conv2d(1, 6, 5)(kiln.randn(8, 1, 32, 32)).shape
+    (8, 6, 28, 28)
+    """
+
+    _dims = 2
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        x, padding = self._resolve_padding(input)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution over (N, C, L) or (C, L) input."""
+
+    _dims = 1
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        x, padding = self._resolve_padding(input)
+        pad1 = padding[0] if isinstance(padding, tuple) else padding
+        return F.conv1d(x, self.weight, self.bias, self.stride[0], pad1, self.dilation[0], self.groups)
