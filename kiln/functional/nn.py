@@ -5,6 +5,7 @@ from .layers import (adaptive_avg_pool2d, avg_pool2d, batch_norm, bilinear, conv
                      scaled_dot_product_attention, unfold2d)
 from .losses import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss,
                      mse_loss, nll_loss, smooth_l1_loss)
+from .shape import pad
 
 __all__ = [
     "elu", "gelu", "hardtanh", "leaky_relu", "log_softmax", "mish", "silu", "softmax", "softplus",
@@ -12,5 +13,5 @@ __all__ = [
     "embedding", "fold2d", "layer_norm", "linear", "max_pool2d", "one_hot",
     "scaled_dot_product_attention", "unfold2d", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "cross_entropy", "l1_loss", "mse_loss", "nll_loss",
-    "smooth_l1_loss",
+    "smooth_l1_loss", "pad",
 ]
