@@ -264,14 +264,15 @@ class JITFunction:
                     self._warn_once(f"dim{leaf}.{dim}", (
                         f"kiln.compile({self.__name__}) has recompiled {count + 1} times because dimension "
                         f"{dim} of argument {arg} keeps changing. Mark it dynamic to share one plan: "
-                        f"dynamic_dims={{{arg}: {{{dim}: 'n'}}}}"))
+                        f"dynamic_dims={{{arg}: {{{dim}: 'n'}}}}"), stacklevel=5)
         self.stats.miss_reasons.append(reasons)
         self._history.append(f"miss #{self.stats.misses + 1}: " + "; ".join(reasons))
 
-    def _warn_once(self, tag: str, message: str) -> None:
+    def _warn_once(self, tag: str, message: str, stacklevel: int = 4) -> None:
+        """Warn once per tag, pointing at the user's call of the compiled function."""
         if tag not in self._warned:
             self._warned.add(tag)
-            warnings.warn(message, RuntimeWarning, stacklevel=4)
+            warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
 
     # ---- introspection ----------------------------------------------------------------
     def explain(self) -> str:
