@@ -20,7 +20,7 @@ def _shape(shape: tuple) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     try:
-        out = tuple(int(d) for d in shape)
+        out = tuple(d if isinstance(d, int) else int(d) for d in shape)  # SymInts stay symbolic
     except TypeError:
         raise TypeError(f"shape must be ints, got {shape!r}") from None
     if any(d < 0 for d in out):

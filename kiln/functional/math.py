@@ -323,6 +323,11 @@ def _reduce_args(dim: Any, axis: Any, keepdim: Any, keepdims: Any) -> tuple[Any,
     return (dim if dim is not None else axis), keep
 
 
+def _count(n: Any) -> Any:
+    """An element count as a float divisor; symbolic counts (dynamic_dims) stay symbolic."""
+    return n if getattr(n, "expr", None) is not None else float(n)
+
+
 def sum(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,  # noqa: A001
         keepdims: bool = False, dtype: Any = None) -> Tensor:
     """Sum over `dim` (all dims when None)."""
@@ -345,7 +350,7 @@ def mean(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
     dims, keep = _reduce_args(dim, axis, keepdim, keepdims)
     axes = normalize_axes(dims, x.ndim, "mean")
     count = _math.prod(x.shape[a] for a in axes) if x.ndim else 1
-    return div(sum(x, axes, keep), float(count))
+    return div(sum(x, axes, keep), _count(count))
 
 
 def var(x: Any, dim: Any = None, keepdim: bool = False, *, unbiased: bool | None = None,
@@ -364,7 +369,7 @@ def var(x: Any, dim: Any = None, keepdim: bool = False, *, unbiased: bool | None
         corr = 1
     count = _math.prod(x.shape[a] for a in axes) if x.ndim else 1
     centered = sub(x, mean(x, axes, True))
-    return div(sum(mul(centered, centered), axes, keep), float(builtins.max(count - corr, 0)))
+    return div(sum(mul(centered, centered), axes, keep), _count(builtins.max(count - corr, 0)))
 
 
 def std(x: Any, dim: Any = None, keepdim: bool = False, *, unbiased: bool | None = None,

@@ -113,7 +113,8 @@ def expand(x: Tensor, *shape: Any) -> Tensor:
     lead = len(target) - x.ndim
     if lead < 0:
         raise ShapeError(f"expand: cannot expand shape {tuple(x.shape)} to fewer dims {target}")
-    full = tuple(x.shape[i - lead] if (d == -1 and i >= lead) else int(d) for i, d in enumerate(target))
+    full = tuple(x.shape[i - lead] if (d == -1 and i >= lead) else (d if isinstance(d, int) else int(d))
+                 for i, d in enumerate(target))
     if full == x.shape:
         return x
     if lead:
