@@ -111,6 +111,14 @@ class Graph:
     def live_roots(self) -> list[Value]:
         return list(self.outputs) + [w.value for w in self.state_writes]
 
+    def input_ids(self) -> set[int]:
+        """Ids of the graph's input values (args, params, buffers, captured, literals, rng)."""
+        return {v.id for v in self.inputs}
+
+    def literal_values(self) -> dict[int, Any]:
+        """Value id -> baked array, for inputs whose data is a compile-time literal."""
+        return {v.id: s.literal for v, s in zip(self.inputs, self.specs) if s.literal is not None}
+
     def signature(self) -> tuple:
         """A structural fingerprint: equal for graphs that compute the same way."""
         names = _Namer(self)
@@ -238,8 +246,8 @@ def _param_item_key(v: Any) -> Any:
     expr = getattr(v, "expr", None)
     if expr is not None:
         return ("sym", str(expr))
-    if isinstance(v, float) and v != v:
-        return ("nan",)
+    if isinstance(v, float):
+        return ("float", repr(v))  # keeps 0.0 and -0.0 apart, and nan equal to itself
     return (type(v).__name__, v) if isinstance(v, (int, float, bool, str, type(None))) else repr(v)
 
 

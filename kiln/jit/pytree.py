@@ -7,6 +7,7 @@ which of them are static.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any, Callable, Hashable
 
@@ -33,9 +34,10 @@ class TreeDef:
         if self.kind == "leaf":
             return "*"
         inner = ", ".join(repr(c) for c in self.children)
-        if self.kind == "dict":
-            inner = ", ".join(f"{k!r}: {c!r}" for k, c in zip(self.meta, self.children))
-            return "{" + inner + "}"
+        if self.kind in ("dict", "odict", "defaultdict"):
+            keys = self.meta[1] if self.kind == "defaultdict" else self.meta
+            inner = ", ".join(f"{k!r}: {c!r}" for k, c in zip(keys, self.children))
+            return "{" + inner + "}" if self.kind == "dict" else f"{self.kind}({{{inner}}})"
         if self.kind == "list":
             return f"[{inner}]"
         if self.kind == "tuple":
@@ -84,6 +86,13 @@ def _flatten(x: Any, leaves: list, is_leaf: Callable | None) -> TreeDef:
     if t is dict:
         keys = tuple(x.keys())
         return TreeDef("dict", keys, tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
+    if t is collections.OrderedDict:
+        keys = tuple(x.keys())
+        return TreeDef("odict", keys, tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
+    if t is collections.defaultdict:
+        keys = tuple(x.keys())
+        return TreeDef("defaultdict", (x.default_factory, keys),
+                       tuple(_flatten(x[k], leaves, is_leaf) for k in keys))
     if _is_namedtuple(x):
         return TreeDef("namedtuple", (t,), tuple(_flatten(c, leaves, is_leaf) for c in x))
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
@@ -111,10 +120,24 @@ def _unflatten(td: TreeDef, it: Any) -> Any:
         return children
     if kind == "dict":
         return dict(zip(td.meta, children))
+    if kind == "odict":
+        return collections.OrderedDict(zip(td.meta, children))
+    if kind == "defaultdict":
+        return collections.defaultdict(td.meta[0], zip(td.meta[1], children))
     if kind == "namedtuple":
         return td.meta[0](*children)
     cls, names = td.meta
-    return cls(**dict(zip(names, children)))
+    return _build_dataclass(cls, dict(zip(names, children)))
+
+
+def _build_dataclass(cls: type, values: dict[str, Any]) -> Any:
+    """Rebuild a dataclass: init fields through __init__, the rest (init=False) set afterwards."""
+    init = {f.name for f in dataclasses.fields(cls) if f.init}
+    obj = cls(**{k: v for k, v in values.items() if k in init})
+    for k, v in values.items():
+        if k not in init:
+            object.__setattr__(obj, k, v)  # works for frozen dataclasses too
+    return obj
 
 
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:

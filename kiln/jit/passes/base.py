@@ -6,6 +6,7 @@ graph stops changing; `Timed(p)` records how long it took. Every pass run throug
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
@@ -28,6 +29,7 @@ class PassRecord:
     nodes_before: int
     nodes_after: int
     ms: float
+    detail: str = ""  # e.g. which rewrite rules fired
 
 
 @dataclass
@@ -36,16 +38,23 @@ class PassLog:
 
     records: list[PassRecord] = field(default_factory=list)
 
-    def add(self, name: str, before: int, after: int, ms: float) -> None:
-        self.records.append(PassRecord(name, before, after, ms))
+    def add(self, name: str, before: int, after: int, ms: float, detail: str = "") -> None:
+        self.records.append(PassRecord(name, before, after, ms, detail))
 
     def __str__(self) -> str:
         lines = [f"  {r.name:<28} {r.nodes_before:>5} -> {r.nodes_after:<5} nodes  {r.ms:7.2f} ms"
-                 for r in self.records]
+                 + (f"  [{r.detail}]" if r.detail else "") for r in self.records]
         return "\n".join(lines)
 
 
-_active_log: list[PassLog] = []
+class _ActiveLogs(threading.local):
+    """The logs being collected on this thread (threads compile concurrently)."""
+
+    def __init__(self) -> None:
+        self.stack: list[PassLog] = []
+
+
+_active = _ActiveLogs()
 
 
 def run_pass(p: Any, graph: Graph) -> Graph:
@@ -59,9 +68,11 @@ def run_pass(p: Any, graph: Graph) -> Graph:
     out = p(graph)
     if not isinstance(out, Graph):
         raise TypeError(f"pass {getattr(p, 'name', p)!r} returned {type(out).__name__}, expected a Graph")
-    if _active_log and not isinstance(p, (Pipeline, Looped)):
-        _active_log[-1].add(getattr(p, "name", type(p).__name__), before, len(out.nodes),
-                            (time.perf_counter() - start) * 1e3)
+    if _active.stack and not isinstance(p, (Pipeline, Looped)):
+        fired = getattr(p, "last_fired", None)
+        detail = ", ".join(f"{rule} x{n}" for rule, n in fired.items()) if isinstance(fired, dict) else ""
+        _active.stack[-1].add(getattr(p, "name", type(p).__name__), before, len(out.nodes),
+                              (time.perf_counter() - start) * 1e3, detail)
     return out
 
 
@@ -72,11 +83,11 @@ class logging_passes:
         self.log = log
 
     def __enter__(self) -> PassLog:
-        _active_log.append(self.log)
+        _active.stack.append(self.log)
         return self.log
 
     def __exit__(self, *exc: object) -> None:
-        _active_log.pop()
+        _active.stack.pop()
 
 
 class Pipeline:

@@ -10,24 +10,30 @@ MAX_FOLD_ELEMENTS = 64  # larger results stay as nodes, so plans don't carry big
 
 
 class ConstantFold:
-    """Replace literal-only subexpressions (e.g. ``2.0 * 0.5``) by their value."""
+    """Replace literal-only subexpressions (e.g. ``2.0 * 0.5``) by their value.
+
+    Graph outputs are never folded (nor the values they are views of): a folded
+    output would hand every call the same array, so mutating one result in place
+    would change the next call's result.
+    """
 
     name = "ConstantFold"
 
     def __call__(self, graph: Graph) -> Graph:
-        literals = {v.id: s.literal for v, s in zip(graph.inputs, graph.specs) if s.literal is not None}
+        literals = graph.literal_values()
+        protected = _returned_memory(graph)
         folds: dict[int, np.ndarray] = {}
         for node in graph.nodes:
-            if node.prim.is_random or is_symbolic(node.params):
+            if node.prim.is_random or node.out.id in protected or is_symbolic(node.params):
                 continue
             if not all(v.id in literals or v.id in folds for v in node.inputs):
                 continue
-            if int(np.prod([int(d) for d in node.out.shape])) > MAX_FOLD_ELEMENTS:
+            if is_symbolic(node.out.shape) or int(np.prod([int(d) for d in node.out.shape])) > MAX_FOLD_ELEMENTS:
                 continue
             args = [folds[v.id] if v.id in folds else literals[v.id] for v in node.inputs]
-            params = node.params
             with np.errstate(all="ignore"):
-                folds[node.out.id] = np.asarray(node.prim.kernel(np, *args, **params))
+                value = np.asarray(node.prim.kernel(np, *args, **node.params))
+            folds[node.out.id] = value.astype(node.out.dtype.np, copy=False)
         if not folds:
             return graph
         out = graph.copy()
@@ -45,3 +51,19 @@ class ConstantFold:
         for w in out.state_writes:
             w.value = rename.get(w.value.id, w.value)
         return out
+
+
+def _returned_memory(graph: Graph) -> set[int]:
+    """Ids of the outputs and of every value an output may be a view of."""
+    producers = graph.producers()
+    protected: set[int] = set()
+    stack = [v.id for v in graph.outputs]
+    while stack:
+        vid = stack.pop()
+        if vid in protected:
+            continue
+        protected.add(vid)
+        node = producers.get(vid)
+        if node is not None and node.prim.is_view and node.inputs:
+            stack.append(node.inputs[0].id)
+    return protected

@@ -11,13 +11,13 @@ class DeadNodeElim:
 
     def __call__(self, graph: Graph) -> Graph:
         live = {v.id for v in graph.live_roots()}
-        kept = []
+        kept: set[int] = set()
         for node in reversed(graph.nodes):
             if node.out.id in live:
-                kept.append(node)
+                kept.add(node.out.id)
                 live.update(v.id for v in node.inputs)
         if len(kept) == len(graph.nodes):
             return graph
-        out = graph.copy()
-        out.nodes = kept[::-1]
+        out = graph.copy()  # the result owns its nodes: later passes may edit them in place
+        out.nodes = [n for n in out.nodes if n.out.id in kept]
         return out

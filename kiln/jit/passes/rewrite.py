@@ -106,15 +106,20 @@ class RewritePass:
     def __init__(self, rules: list[Rule], name: str = "Rewrite"):
         self.rules = rules
         self.name = name
-        self.fired: dict[str, int] = {}
+        self.fired: dict[str, int] = {}  # rule name -> times fired, over every run
+        self.last_fired: dict[str, int] = {}  # the same, for the latest run only
 
     def __call__(self, graph: Graph) -> Graph:
         out = graph.copy()
-        literals = {v.id: s.literal for v, s in zip(out.inputs, out.specs) if s.literal is not None}
+        literals = out.literal_values()
+        inputs = out.input_ids()
+        outputs = {v.id for v in out.outputs}
+        claimed = set(outputs)  # values already handed to the user as an output
         producers: dict[int, Node] = {}
         rename: dict[int, Value] = {}
         new_nodes: list[Node] = []
         changed = False
+        self.last_fired = {}
         for node in out.nodes:
             node.inputs = [rename.get(v.id, v) for v in node.inputs]
             producers[node.out.id] = node
@@ -128,10 +133,19 @@ class RewritePass:
                         if replacement.shape != node.out.shape or replacement.dtype is not node.out.dtype:
                             replacement = None  # a rule may never change a value's type
                             continue
+                        if node.out.id in outputs and _shares_memory(replacement, producers, b.nodes,
+                                                                       inputs | claimed):
+                            # `return x + 0` must not return x's own memory (or another
+                            # output's): eager gives a fresh tensor the user may mutate.
+                            replacement = None
+                            continue
+                        if node.out.id in outputs:
+                            claimed.add(replacement.id)
                         for n in b.nodes:
                             producers[n.out.id] = n
                         new_nodes.extend(b.nodes)
                         self.fired[rule.name] = self.fired.get(rule.name, 0) + 1
+                        self.last_fired[rule.name] = self.last_fired.get(rule.name, 0) + 1
                         break
             if replacement is not None and replacement is not node.out:
                 rename[node.out.id] = replacement
@@ -146,6 +160,18 @@ class RewritePass:
         if out.requires_grad:
             out.requires_grad |= {rename[i].id for i in list(out.requires_grad) if i in rename}
         return out
+
+
+def _shares_memory(v: Value, producers: dict[int, Node], built: list[Node], taken: set[int]) -> bool:
+    """Whether `v`, or a value it is a view of, is in `taken` (graph inputs, returned outputs)."""
+    local = {n.out.id: n for n in built}
+    while True:
+        if v.id in taken:
+            return True
+        node = local.get(v.id) or producers.get(v.id)
+        if node is None or not node.prim.is_view or not node.inputs:
+            return False
+        v = node.inputs[0]
 
 
 def sub_rule() -> Rule:
