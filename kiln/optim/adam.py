@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tensor import Tensor
 from .optimizer import Optimizer, ParamsT, _advance_step, _check_range, _decayed_grad, _lerp_, _step_state, _zeros_state
 
 
@@ -54,11 +55,7 @@ class Adam(Optimizer):
                 continue
             param_state = state[p]
             if not param_state:
-                param_state["step"] = _step_state()
-                param_state["exp_avg"] = _zeros_state(p)
-                param_state["exp_avg_sq"] = _zeros_state(p)
-                if amsgrad:
-                    param_state["max_exp_avg_sq"] = _zeros_state(p)
+                _init_state(param_state, p, amsgrad)
             data = p._data
             if decoupled:
                 if weight_decay != 0:
@@ -67,14 +64,14 @@ class Adam(Optimizer):
             else:
                 grad = _decayed_grad(g._data, data, weight_decay, maximize)
             step = _advance_step(param_state["step"])
-            exp_avg, exp_avg_sq = param_state["exp_avg"], param_state["exp_avg_sq"]
 
+            exp_avg, exp_avg_sq = param_state["exp_avg"], param_state["exp_avg_sq"]
             m, v = exp_avg._data, exp_avg_sq._data
             _lerp_(m, grad, 1.0 - beta1)
+            tmp = np.multiply(grad, 1.0 - beta2, out=np.empty_like(data))
+            tmp *= grad
             v *= beta2
-            sq = np.multiply(grad, 1.0 - beta2)
-            sq *= grad
-            v += sq
+            v += tmp
             exp_avg._bump_version()
             exp_avg_sq._bump_version()
             if amsgrad:
@@ -83,11 +80,18 @@ class Adam(Optimizer):
                 v_max._bump_version()
                 v = v_max._data
 
-            step_size = lr / (1.0 - beta1 ** step)
-            denom = np.sqrt(v, out=sq)
+            denom = np.sqrt(v, out=tmp)
             denom /= math.sqrt(1.0 - beta2 ** step)
             denom += eps
-            update = np.multiply(m, -step_size)
+            update = np.multiply(m, -lr / (1.0 - beta1 ** step), out=np.empty_like(data))
             update /= denom
             data += update
             p._bump_version()
+
+
+def _init_state(param_state: dict[str, Any], p: Tensor, amsgrad: bool) -> None:
+    param_state["step"] = _step_state()
+    param_state["exp_avg"] = _zeros_state(p)
+    param_state["exp_avg_sq"] = _zeros_state(p)
+    if amsgrad:
+        param_state["max_exp_avg_sq"] = _zeros_state(p)

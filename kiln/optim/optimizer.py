@@ -251,20 +251,24 @@ def _host_array(value: Any) -> np.ndarray | None:
 
 
 def _decayed_grad(grad: np.ndarray, param: np.ndarray, weight_decay: float, maximize: bool) -> np.ndarray:
-    """``(-grad if maximize else grad) + weight_decay * param``; never writes into `grad`."""
+    """``(-grad if maximize else grad) + weight_decay * param``; a new array unless it is `grad` itself.
+
+    Temporaries here and in the optimizers are allocated with an explicit ``out=``, so
+    that 0-d parameters get 0-d arrays (a ufunc without `out` returns a NumPy scalar).
+    """
     if weight_decay != 0:
-        out = np.multiply(param, weight_decay)
+        out = np.multiply(param, weight_decay, out=np.empty_like(param))
         if maximize:
             np.subtract(out, grad, out=out)
         else:
             np.add(out, grad, out=out)
         return out
-    return np.negative(grad) if maximize else grad
+    return np.negative(grad, out=np.empty_like(param)) if maximize else grad
 
 
 def _lerp_(start: np.ndarray, end: np.ndarray, weight: float) -> None:
     """``start += weight * (end - start)`` in place, with torch.lerp's two-branch rounding."""
-    diff = np.subtract(end, start)
+    diff = np.subtract(end, start, out=np.empty_like(start))
     if abs(weight) < 0.5:
         diff *= weight
         start += diff

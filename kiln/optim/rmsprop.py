@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tensor import Tensor
 from .optimizer import Optimizer, ParamsT, _advance_step, _check_range, _decayed_grad, _lerp_, _step_state, _zeros_state
 
 
@@ -47,45 +48,48 @@ class RMSprop(Optimizer):
                 continue
             param_state = state[p]
             if not param_state:
-                param_state["step"] = _step_state()
-                param_state["square_avg"] = _zeros_state(p)
-                if momentum > 0:
-                    param_state["momentum_buffer"] = _zeros_state(p)
-                if centered:
-                    param_state["grad_avg"] = _zeros_state(p)
+                _init_state(param_state, p, momentum, centered)
             data = p._data
             grad = _decayed_grad(g._data, data, weight_decay, maximize)
             _advance_step(param_state["step"])
 
             square_avg = param_state["square_avg"]
             v = square_avg._data
+            avg = np.multiply(grad, 1.0 - alpha, out=np.empty_like(data))  # scratch; becomes the rms
+            avg *= grad
             v *= alpha
-            scale = np.multiply(grad, 1.0 - alpha)
-            scale *= grad
-            v += scale
+            v += avg
             square_avg._bump_version()
             if centered:
                 grad_avg = param_state["grad_avg"]
                 a = grad_avg._data
                 _lerp_(a, grad, 1.0 - alpha)
                 grad_avg._bump_version()
-                np.multiply(a, a, out=scale)
-                np.subtract(v, scale, out=scale)
-                np.sqrt(scale, out=scale)
+                np.multiply(a, a, out=avg)
+                np.subtract(v, avg, out=avg)
+                np.sqrt(avg, out=avg)
             else:
-                np.sqrt(v, out=scale)
-            scale += eps
+                np.sqrt(v, out=avg)
+            avg += eps
 
             if momentum > 0:
                 buf = param_state["momentum_buffer"]
                 b = buf._data
                 b *= momentum
-                np.divide(grad, scale, out=scale)
-                b += scale
+                b += np.divide(grad, avg, out=avg)
                 buf._bump_version()
-                np.multiply(b, neg_lr, out=scale)
+                data += np.multiply(b, neg_lr, out=avg)
             else:
-                update = np.multiply(grad, neg_lr)
-                np.divide(update, scale, out=scale)
-            data += scale
+                update = np.multiply(grad, neg_lr, out=np.empty_like(data))
+                update /= avg
+                data += update
             p._bump_version()
+
+
+def _init_state(param_state: dict[str, Any], p: Tensor, momentum: float, centered: bool) -> None:
+    param_state["step"] = _step_state()
+    param_state["square_avg"] = _zeros_state(p)
+    if momentum > 0:
+        param_state["momentum_buffer"] = _zeros_state(p)
+    if centered:
+        param_state["grad_avg"] = _zeros_state(p)

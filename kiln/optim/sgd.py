@@ -48,26 +48,32 @@ class SGD(Optimizer):
                 continue
             data = p._data
             grad = _decayed_grad(g._data, data, weight_decay, maximize)
-            owned = grad is not g._data  # a temporary we may overwrite
-            if momentum != 0:
-                param_state = state[p]
-                buf = param_state.get("momentum_buffer")
-                if buf is None:
-                    buf = param_state["momentum_buffer"] = Tensor._wrap(np.array(grad, copy=True), p._device)
-                else:
-                    b = buf._data
-                    b *= momentum
-                    if keep != 1.0:
-                        b += np.multiply(grad, keep)
-                    else:
-                        b += grad
-                    buf._bump_version()
+            if momentum == 0:
+                direction, scratch = grad, grad is not g._data
+            else:
+                buf = self._momentum_buffer(state[p], p, grad, momentum, keep)
                 if nesterov:
-                    ahead = np.multiply(buf._data, momentum)
-                    ahead += grad
-                    grad, owned = ahead, True
+                    direction = np.multiply(buf, momentum, out=np.empty_like(data))
+                    direction += grad
+                    scratch = True
                 else:
-                    grad, owned = buf._data, False
-            step = np.multiply(grad, neg_lr, out=grad if owned else None)
-            data += step
+                    direction, scratch = buf, False
+            data += np.multiply(direction, neg_lr, out=direction if scratch else np.empty_like(data))
             p._bump_version()
+
+    @staticmethod
+    def _momentum_buffer(param_state: dict[str, Any], p: Tensor, grad: np.ndarray, momentum: float,
+                         keep: float) -> np.ndarray:
+        """Update (or start, as a copy of `grad`) the momentum buffer; return its array."""
+        buf = param_state.get("momentum_buffer")
+        if buf is None:
+            param_state["momentum_buffer"] = Tensor._wrap(np.array(grad, copy=True), p._device)
+            return param_state["momentum_buffer"]._data
+        b = buf._data
+        b *= momentum
+        if keep != 1.0:
+            b += np.multiply(grad, keep, out=np.empty_like(b))
+        else:
+            b += grad
+        buf._bump_version()
+        return b

@@ -8,7 +8,7 @@ import numpy as np
 import kiln
 import kiln.optim
 
-SHAPES = [(5, 4), (4,), (3, 2, 2)]
+SHAPES = [(5, 4), (4,), (3, 2, 2), ()]  # a 0-d param too: temporaries must stay arrays
 SKIPPED = {(1, 3), (2, 7)}  # (param index, step) pairs whose grad is None: the optimizer must skip them
 
 
