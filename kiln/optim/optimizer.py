@@ -103,10 +103,7 @@ class Optimizer:
         enabled; the update itself runs under ``kiln.no_grad()``.
         """
         if trace_state.tracer is not None:
-            raise RuntimeError(
-                f"{type(self).__name__}.step() updates parameters eagerly and cannot be traced by "
-                "kiln.compile; call optimizer.step() outside the compiled function"
-            )
+            _break_trace(trace_state.tracer, f"{type(self).__name__}.step()")
         loss = None
         if closure is not None:
             with enable_grad():
@@ -188,6 +185,22 @@ class Optimizer:
 
 
 # ---- helpers shared by the optimizers ----------------------------------------------
+def _break_trace(tracer: Any, what: str) -> None:
+    """Tell an active kiln.compile trace that this step can't be captured (it updates arrays directly).
+
+    With ``fullgraph=True`` that is a GraphBreakError; otherwise the compiled function falls
+    back to eager for this call signature, so the step still runs on every call.
+    """
+    from ..jit.trace import GraphBreakError, user_location  # noqa: PLC0415 - only while tracing
+
+    message = (f"{what} at {user_location()} updates parameters in place outside the graph. Fix: call "
+               "optimizer.step() outside the compiled function (compile the forward and loss only).")
+    if getattr(tracer, "fullgraph", False):
+        raise GraphBreakError(message)
+    if getattr(tracer, "graph_break", None) is None:
+        tracer.graph_break = message
+
+
 def _split_params(params: Any) -> tuple[list[Tensor], list[str] | None]:
     """A group's params as a list of leaf tensors, plus their names if given as (name, tensor) pairs."""
     if isinstance(params, Tensor):

@@ -210,3 +210,39 @@ def test_base_class_needs_an_update_rule() -> None:
     opt = kiln.optim.Optimizer([_param(2)], dict(lr=0.1))
     with pytest.raises(NotImplementedError, match="_update_group"):
         opt.step()
+
+
+# ---- inside kiln.compile ------------------------------------------------------------------
+def _train_step_fn():
+    w = kiln.zeros(3, requires_grad=True)
+    opt = SGD([w], lr=0.1)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = ((x @ w - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return train_step
+
+
+def test_step_in_a_compiled_function_falls_back_to_eager() -> None:
+    pytest.importorskip("kiln.jit")
+    x = kiln.randn(8, 3)
+    y = x @ kiln.tensor([1.0, 2.0, 3.0])
+    eager = _train_step_fn()
+    expected = [eager(x, y).item() for _ in range(4)]
+    compiled = kiln.compile(_train_step_fn())
+    with pytest.warns(Warning, match=r"SGD.step\(\) at .*test_optimizer_api.py"):
+        got = [compiled(x, y).item() for _ in range(4)]
+    assert got == expected  # every call really stepped
+    assert compiled.stats.fallbacks == 3
+
+
+def test_step_in_a_fullgraph_compiled_function_raises() -> None:
+    jit = pytest.importorskip("kiln.jit")
+    x = kiln.randn(8, 3)
+    compiled = kiln.compile(_train_step_fn(), fullgraph=True)
+    with pytest.raises(jit.GraphBreakError, match=r"SGD.step\(\) .* outside the compiled function"):
+        compiled(x, x.sum(axis=1))
