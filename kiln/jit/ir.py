@@ -159,8 +159,17 @@ class Graph:
         if lines:
             text += "  let " + "\n      ".join(lines) + "\n"
         for w in self.state_writes:
-            text += f"  write {w.ref if w.kind == 'arg' else 'buffer'} <- {names(w.value)}\n"
+            text += f"  write {self._write_target(w)} <- {names(w.value)}\n"
         return text + f"  in ({outs}) }}"
+
+    def _write_target(self, w: StateWrite) -> str:
+        """How a state write's target reads: ``arg[0]``, or the buffer's module path."""
+        if w.kind == "arg":
+            return f"arg[{w.ref}]"
+        for s in self.specs:
+            if s.ref is w.ref and s.kind in ("param", "buffer", "captured"):
+                return s.name or s.kind
+        return "buffer"
 
     def to_dot(self) -> str:
         """Graphviz DOT source for a picture of the graph (``dot -Tpng``)."""
@@ -216,7 +225,7 @@ def _format_literal(value: Any) -> str:
         return "const" + repr(arr.tolist()).replace(" ", "")
     arr = arr.reshape(())
     if arr.dtype.kind == "f":
-        return repr(float(arr))
+        return str(arr[()])  # shortest form at its own precision: 0.9, not 0.8999999761581421
     if arr.dtype.kind == "b":
         return repr(bool(arr))
     return repr(int(arr))
