@@ -224,23 +224,28 @@ class JITFunction:
                      if id(out_leaves[pos]) in leaf_of_tensor}
         layout = OutputLayout(out_treedef, positions, statics, arg_alias)
         device = out_leaves[positions[0]].device if positions else None
-        log = PassLog()
+        log, backward_log = PassLog(), PassLog()
         training = autograd.is_grad_enabled() and any(v.id in graph.requires_grad for v in graph.outputs)
-        with logging_passes(log):
-            if training:
-                diff = differentiate(graph, tracer.real, tracer.symbolic)
+        if training:
+            diff = differentiate(graph, tracer.real, tracer.symbolic)
+            with logging_passes(log):
                 forward = run_pass(training_pipeline(self.passes), diff.forward)
+            with logging_passes(backward_log):
                 backward = run_pass(training_pipeline(self.passes), diff.backward)
-                requires = [v.id in graph.requires_grad for v in graph.outputs]
-                entry: Any = TrainingEntry(forward, self._lower(forward), backward, self._lower(backward),
-                                           diff.n_outputs, diff.cotangent_outputs, diff.grad_inputs, requires,
-                                           layout, device)
-            else:
+            requires = [v.id in graph.requires_grad for v in graph.outputs]
+            entry: Any = TrainingEntry(forward, self._lower(forward), backward, self._lower(backward),
+                                       diff.n_outputs, diff.cotangent_outputs, diff.grad_inputs, requires,
+                                       layout, device)
+        else:
+            with logging_passes(log):
                 forward = run_pass(inference_pipeline(self.passes), graph)
-                entry = InferenceEntry(forward, self._lower(forward), layout, device)
+            entry = InferenceEntry(forward, self._lower(forward), layout, device)
         self._pass_logs[key] = log
-        self._history.append(f"  compiled a {entry.kind} plan: {len(graph.nodes)} traced nodes -> "
-                             f"{len(entry.graph.nodes)} forward nodes\n{log}")
+        text = (f"  compiled a {entry.kind} plan ({self.backend_name}): {len(graph.nodes)} traced nodes -> "
+                f"{len(entry.graph.nodes)} forward nodes\n  forward passes:\n{log}")
+        if training:
+            text += f"\n  backward passes ({len(diff.backward.nodes)} -> {len(entry.backward_graph.nodes)} nodes):\n{backward_log}"
+        self._history.append(text)
         if self.show_graph:
             print(entry.graph.to_text())
         return entry
