@@ -26,7 +26,7 @@ class _BatchNorm(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -35,7 +35,10 @@ class _BatchNorm(Module):
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = Parameter(ones(num_features, dtype=dtype, device=device))
-            self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -57,8 +60,9 @@ class _BatchNorm(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
+        if self.weight is not None:
             init.ones_(self.weight)
+        if self.bias is not None:
             init.zeros_(self.bias)
 
     def _check_input(self, x: Tensor) -> None:
@@ -86,7 +90,7 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):

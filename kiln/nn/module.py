@@ -144,7 +144,7 @@ class Module:
         if not isinstance(name, str):
             raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
         if name == "" or "." in name:
-            raise KeyError(f'{kind} name can\'t be empty or contain ".", got {name!r}')
+            raise KeyError(f'{kind} name must be non-empty and contain no ".", got {name!r}')
         if hasattr(self, name) and name not in getattr(self, registry):
             raise KeyError(f"attribute '{name}' already exists on {type(self).__name__}; "
                            f"pick another name for the {kind}")

@@ -62,7 +62,10 @@ class AdaptiveAvgPool2d(Module):
         self.output_size = output_size
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
-        return F.adaptive_avg_pool2d(input, self.output_size)
+        size = self.output_size
+        if isinstance(size, (tuple, list)):  # None entries keep the input's size
+            size = tuple(input.shape[-2 + i] if s is None else s for i, s in enumerate(size))
+        return F.adaptive_avg_pool2d(input, size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
