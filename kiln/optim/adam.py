@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .optimizer import Optimizer, ParamsT, _advance_step, _check_range, _decayed_grad, _lerp_, _step_state, _zeros_state
+from .optimizer import Optimizer, ParamsT, _check_nonnegative
+from .update_math import advance_step, decayed_grad, lerp_, step_state, zeros_state
 
 
 class Adam(Optimizer):
@@ -33,14 +34,14 @@ class Adam(Optimizer):
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         super()._validate_group(group)
-        _check_range(group, "eps", "epsilon value")
+        _check_nonnegative(group, "eps", "epsilon value")
         betas = group["betas"]
         if not isinstance(betas, (tuple, list)) or len(betas) != 2:
             raise ValueError(f"Invalid betas: {betas!r} (expected a pair (beta1, beta2))")
         for i, beta in enumerate(betas):
             if not 0.0 <= beta < 1.0:
                 raise ValueError(f"Invalid beta parameter at index {i}: {beta} (expected 0 <= beta < 1)")
-        _check_range(group, "weight_decay", "weight_decay value")
+        _check_nonnegative(group, "weight_decay", "weight_decay value")
 
     def _update_group(self, group: dict[str, Any]) -> None:
         lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
@@ -60,14 +61,14 @@ class Adam(Optimizer):
             if decoupled:
                 if weight_decay != 0:
                     data *= shrink
-                grad = _decayed_grad(g._data, data, 0.0, maximize)
+                grad = decayed_grad(g._data, data, 0.0, maximize)
             else:
-                grad = _decayed_grad(g._data, data, weight_decay, maximize)
-            step = _advance_step(param_state["step"])
+                grad = decayed_grad(g._data, data, weight_decay, maximize)
+            step = advance_step(param_state["step"])
 
             exp_avg, exp_avg_sq = param_state["exp_avg"], param_state["exp_avg_sq"]
             m, v = exp_avg._data, exp_avg_sq._data
-            _lerp_(m, grad, 1.0 - beta1)
+            lerp_(m, grad, 1.0 - beta1)
             tmp = np.multiply(grad, 1.0 - beta2, out=np.empty_like(data))
             tmp *= grad
             v *= beta2
@@ -90,8 +91,8 @@ class Adam(Optimizer):
 
 
 def _init_state(param_state: dict[str, Any], p: Tensor, amsgrad: bool) -> None:
-    param_state["step"] = _step_state()
-    param_state["exp_avg"] = _zeros_state(p)
-    param_state["exp_avg_sq"] = _zeros_state(p)
+    param_state["step"] = step_state()
+    param_state["exp_avg"] = zeros_state(p)
+    param_state["exp_avg_sq"] = zeros_state(p)
     if amsgrad:
-        param_state["max_exp_avg_sq"] = _zeros_state(p)
+        param_state["max_exp_avg_sq"] = zeros_state(p)

@@ -76,7 +76,7 @@ class Optimizer:
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         """Raise ValueError for an out-of-range option; subclasses extend this."""
-        _check_range(group, "lr", "learning rate")
+        _check_nonnegative(group, "lr", "learning rate")
 
     # ---- gradients and steps ------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -184,7 +184,7 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
-# ---- helpers shared by the optimizers ----------------------------------------------
+# ---- helpers ------------------------------------------------------------------------
 def _break_trace(tracer: Any, what: str) -> None:
     """Tell an active kiln.compile trace that this step can't be captured (it updates arrays directly).
 
@@ -229,14 +229,11 @@ def _reject_unordered(params: Any) -> None:
                         "ordering of tensors in sets will change between runs; use a list instead")
 
 
-def _check_range(group: dict[str, Any], key: str, what: str, *, low: float = 0.0,
-                 high: float | None = None) -> None:
-    """Raise ValueError unless ``low <= group[key]`` (and ``< high`` when given)."""
+def _check_nonnegative(group: dict[str, Any], key: str, what: str) -> None:
+    """Raise ValueError naming the value unless ``group[key] >= 0``."""
     value = group[key]
-    ok = low <= value and (high is None or value < high)
-    if not ok:
-        bound = f"{low} <= {key}" + (f" < {high}" if high is not None else "")
-        raise ValueError(f"Invalid {what}: {value} (expected {bound})")
+    if not value >= 0:
+        raise ValueError(f"Invalid {what}: {value} (expected {key} >= 0)")
 
 
 def _load_state_value(p: Tensor, index: Any, key: str, value: Any) -> Any:
@@ -261,48 +258,3 @@ def _host_array(value: Any) -> np.ndarray | None:
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch.Tensor
         return np.array(value.detach().cpu().numpy())
     return None
-
-
-def _decayed_grad(grad: np.ndarray, param: np.ndarray, weight_decay: float, maximize: bool) -> np.ndarray:
-    """``(-grad if maximize else grad) + weight_decay * param``; a new array unless it is `grad` itself.
-
-    Temporaries here and in the optimizers are allocated with an explicit ``out=``, so
-    that 0-d parameters get 0-d arrays (a ufunc without `out` returns a NumPy scalar).
-    """
-    if weight_decay != 0:
-        out = np.multiply(param, weight_decay, out=np.empty_like(param))
-        if maximize:
-            np.subtract(out, grad, out=out)
-        else:
-            np.add(out, grad, out=out)
-        return out
-    return np.negative(grad, out=np.empty_like(param)) if maximize else grad
-
-
-def _lerp_(start: np.ndarray, end: np.ndarray, weight: float) -> None:
-    """``start += weight * (end - start)`` in place, with torch.lerp's two-branch rounding."""
-    diff = np.subtract(end, start, out=np.empty_like(start))
-    if abs(weight) < 0.5:
-        diff *= weight
-        start += diff
-    else:
-        diff *= 1.0 - weight
-        np.subtract(end, diff, out=start)
-
-
-def _zeros_state(p: Tensor) -> Tensor:
-    """A zero tensor shaped like `p`, on its device, for optimizer state."""
-    return Tensor._wrap(p._device.xp.zeros_like(p._data), p._device)
-
-
-def _step_state() -> Tensor:
-    """The per-parameter step counter: a float32 scalar tensor, as in PyTorch."""
-    return Tensor._wrap(np.zeros((), dtype=np.float32))
-
-
-def _advance_step(step: Tensor) -> float:
-    """Add one to a step-counter tensor in place and return the new count."""
-    data = step._data
-    data += 1
-    step._bump_version()
-    return float(data)

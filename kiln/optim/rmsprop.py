@@ -6,7 +6,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .optimizer import Optimizer, ParamsT, _advance_step, _check_range, _decayed_grad, _lerp_, _step_state, _zeros_state
+from .optimizer import Optimizer, ParamsT, _check_nonnegative
+from .update_math import advance_step, decayed_grad, lerp_, step_state, zeros_state
 
 
 class RMSprop(Optimizer):
@@ -32,10 +33,10 @@ class RMSprop(Optimizer):
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         super()._validate_group(group)
-        _check_range(group, "eps", "epsilon value")
-        _check_range(group, "momentum", "momentum value")
-        _check_range(group, "weight_decay", "weight_decay value")
-        _check_range(group, "alpha", "alpha value")
+        _check_nonnegative(group, "eps", "epsilon value")
+        _check_nonnegative(group, "momentum", "momentum value")
+        _check_nonnegative(group, "weight_decay", "weight_decay value")
+        _check_nonnegative(group, "alpha", "alpha value")
 
     def _update_group(self, group: dict[str, Any]) -> None:
         neg_lr, alpha, eps = -group["lr"], group["alpha"], group["eps"]
@@ -50,8 +51,8 @@ class RMSprop(Optimizer):
             if not param_state:
                 _init_state(param_state, p, momentum, centered)
             data = p._data
-            grad = _decayed_grad(g._data, data, weight_decay, maximize)
-            _advance_step(param_state["step"])
+            grad = decayed_grad(g._data, data, weight_decay, maximize)
+            advance_step(param_state["step"])
 
             square_avg = param_state["square_avg"]
             v = square_avg._data
@@ -63,7 +64,7 @@ class RMSprop(Optimizer):
             if centered:
                 grad_avg = param_state["grad_avg"]
                 a = grad_avg._data
-                _lerp_(a, grad, 1.0 - alpha)
+                lerp_(a, grad, 1.0 - alpha)
                 grad_avg._bump_version()
                 np.multiply(a, a, out=avg)
                 np.subtract(v, avg, out=avg)
@@ -87,9 +88,9 @@ class RMSprop(Optimizer):
 
 
 def _init_state(param_state: dict[str, Any], p: Tensor, momentum: float, centered: bool) -> None:
-    param_state["step"] = _step_state()
-    param_state["square_avg"] = _zeros_state(p)
+    param_state["step"] = step_state()
+    param_state["square_avg"] = zeros_state(p)
     if momentum > 0:
-        param_state["momentum_buffer"] = _zeros_state(p)
+        param_state["momentum_buffer"] = zeros_state(p)
     if centered:
-        param_state["grad_avg"] = _zeros_state(p)
+        param_state["grad_avg"] = zeros_state(p)

@@ -6,7 +6,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .optimizer import Optimizer, ParamsT, _check_range, _decayed_grad
+from .optimizer import Optimizer, ParamsT, _check_nonnegative
+from .update_math import decayed_grad
 
 
 class SGD(Optimizer):
@@ -29,8 +30,8 @@ class SGD(Optimizer):
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         super()._validate_group(group)
-        _check_range(group, "momentum", "momentum value")
-        _check_range(group, "weight_decay", "weight_decay value")
+        _check_nonnegative(group, "momentum", "momentum value")
+        _check_nonnegative(group, "weight_decay", "weight_decay value")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening, got "
                              f"momentum={group['momentum']}, dampening={group['dampening']}")
@@ -47,7 +48,7 @@ class SGD(Optimizer):
             if g is None:
                 continue
             data = p._data
-            grad = _decayed_grad(g._data, data, weight_decay, maximize)
+            grad = decayed_grad(g._data, data, weight_decay, maximize)
             if momentum == 0:
                 direction, scratch = grad, grad is not g._data
             else:
