@@ -18,9 +18,9 @@ def build_parser(prog: str = "python -m kiln.bench") -> argparse.ArgumentParser:
     return parser
 
 
-def list_workloads() -> str:
+def list_workloads(prog: str = "python -m kiln.bench") -> str:
     width = max(len(name) for name in WORKLOADS)
-    lines = ["workloads (run one with: python -m kiln.bench WORKLOAD [--help]):"]
+    lines = [f"workloads (run one with: {prog} WORKLOAD [--help]):"]
     lines += [f"  {name.ljust(width)}  {module.DESCRIPTION}" for name, module in WORKLOADS.items()]
     return "\n".join(lines)
 
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m kiln.bench") 
     """Entry point; returns the exit code. No workload given: list the workloads."""
     args = build_parser(prog).parse_args(argv)
     if args.workload is None:
-        print(list_workloads())
+        print(list_workloads(prog))
         return 0
     return WORKLOADS[args.workload].run(args)
 

@@ -1,0 +1,7 @@
+"""``python -m kiln``: the kiln command line (see kiln/cli.py)."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
