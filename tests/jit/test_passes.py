@@ -621,3 +621,29 @@ def test_user_pass_in_training_mode_keeps_gradients_right():
 def test_compile_rejects_a_non_callable_pass():
     with pytest.raises(TypeError, match="passes"):
         kiln.compile(lambda x: x, passes=[42])
+
+
+def test_pass_logs_are_per_thread():
+    import threading
+
+    graphs = {name: traced(fn, X) for name, fn in
+              (("a", lambda x: (x * 2) + (x * 2)), ("b", lambda x: (x + 0).exp()))}
+    logs: dict[str, PassLog] = {}
+    barrier = threading.Barrier(2)
+
+    def work(name: str, passes) -> None:
+        log = PassLog()
+        with logging_passes(log):
+            barrier.wait()
+            for _ in range(50):
+                run_pass(passes, graphs[name])
+        logs[name] = log
+
+    threads = [threading.Thread(target=work, args=("a", CSE())),
+               threading.Thread(target=work, args=("b", ArithmeticElimination()))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert {r.name for r in logs["a"].records} == {"CSE"} and len(logs["a"].records) == 50
+    assert {r.name for r in logs["b"].records} == {"ArithmeticElimination"} and len(logs["b"].records) == 50
