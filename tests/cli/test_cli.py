@@ -1,0 +1,94 @@
+"""The ``kiln`` command line, run as ``python -m kiln`` in a subprocess like a user would."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kiln.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_kiln(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "kiln", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=ROOT)
+
+
+def test_info_prints_versions_compiler_cache_and_devices(tmp_path):
+    result = run_kiln("info", env={"KILN_CACHE_DIR": str(tmp_path / "cache")})
+    assert result.returncode == 0, result.stderr
+    for expected in ("kiln 0.", "python 3.", "numpy ", "C compiler:", "kernel cache:", "devices: cpu"):
+        assert expected in result.stdout
+    assert str(tmp_path / "cache") in result.stdout
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["demo", "--bogus"], ["demo", "--epochs", "0"],
+                                  ["demo", "--epochs", "two"], ["cache", "wipe"], ["nonsense"]])
+def test_bad_flags_print_usage_and_exit_2(args):
+    result = run_kiln(*args)
+    assert result.returncode == 2
+    assert "usage:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unwritable_out_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    start = time.perf_counter()
+    result = run_kiln("demo", "--epochs", "1", "--out", str(blocker / "out"))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert lines[0].startswith("kiln demo: error:") and "--out" in lines[0]
+    assert time.perf_counter() - start < 30, "a bad --out must fail before training"
+
+
+@pytest.mark.parametrize("mode", [["--eager"], []], ids=["eager", "compile"])
+def test_demo_one_epoch_runs_and_saves_weights(tmp_path, mode):
+    result = run_kiln("demo", "--epochs", "1", *mode, "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "epoch  1/1" in out and "test accuracy:" in out and "time per training step:" in out
+    weights = [p.name for p in (tmp_path / "out").iterdir()]
+    assert any(name.startswith("weights.") for name in weights)
+    assert ("plot: " in out) and ("matplotlib" in out or "training.png" in weights)
+    assert "Traceback" not in result.stderr
+
+
+def test_cache_info_and_clear(tmp_path):
+    cache = tmp_path / "kiln-cache"
+    (cache / "plans").mkdir(parents=True)
+    (cache / "plans" / "k1.so").write_bytes(b"x" * 2048)
+    (cache / "k2.c").write_text("int main(void) { return 0; }")
+    env = {"KILN_CACHE_DIR": str(cache)}
+    info = run_kiln("cache", env=env)
+    assert info.returncode == 0 and "2 files" in info.stdout
+    cleared = run_kiln("cache", "clear", env=env)
+    assert cleared.returncode == 0 and "removed 2 files" in cleared.stdout
+    assert cache.is_dir() and not any(cache.iterdir())
+    again = run_kiln("cache", "clear", env=env)
+    assert again.returncode == 0
+
+
+def test_cache_clear_refuses_the_home_directory(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "precious.txt").write_text("keep me")
+    result = run_kiln("cache", "clear", env={"HOME": str(home), "KILN_CACHE_DIR": str(home)})
+    assert result.returncode == 1 and "refusing" in result.stderr
+    assert (home / "precious.txt").exists()
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 0
+    assert "demo" in capsys.readouterr().out
+
+
+def test_bench_without_workload_lists_workloads(capsys):
+    assert main(["bench"]) == 0
+    assert "eager-overhead" in capsys.readouterr().out
