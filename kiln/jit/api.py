@@ -54,8 +54,43 @@ def _static_key(x: Any) -> Any:
     try:
         hash(x)
         return (type(x).__name__, x)
-    except TypeError:
-        return (type(x).__name__, repr(x))
+    except TypeError:  # an unknown container: its identity, so different objects never share a plan
+        return (type(x).__name__, id(x), repr(x))
+
+
+_SCALARS = (int, float, bool, str, type(None))
+
+
+def _guard_value(value: Any) -> Any:
+    """What a plan assumes about a Python value it read while tracing (None: nothing)."""
+    if isinstance(value, _SCALARS):
+        return _static_key(value)
+    if isinstance(value, Tensor):
+        return ("tensor", id(value))  # rebinding the name to another tensor retraces
+    from ..nn.module import Module  # noqa: PLC0415
+
+    if isinstance(value, Module):
+        return ("module", id(value))
+    return None
+
+
+def _free_variables(fn: Callable) -> list[tuple[str, Any]]:
+    """(kind, name) of the closure cells and globals `fn` reads that hold scalars, tensors or modules."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    found: list[tuple[str, Any]] = []
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            if _guard_value(cell.cell_contents) is not None:
+                found.append(("cell", cell))
+        except ValueError:  # an empty cell
+            continue
+    module_globals = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        if name in module_globals and _guard_value(module_globals[name]) is not None:
+            found.append(("global", name))
+    return found
 
 
 class JITFunction:
@@ -78,7 +113,10 @@ class JITFunction:
         self.fullgraph = fullgraph
         if max_cache_entries is not None and max_cache_size is not None and max_cache_entries != max_cache_size:
             raise ValueError("pass max_cache_entries or its alias max_cache_size, not both")
-        size = max_cache_entries if max_cache_entries is not None else (max_cache_size or 8)
+        if not isinstance(fullgraph, bool):
+            raise TypeError(f"fullgraph must be True or False, got {fullgraph!r}")
+        size = max_cache_entries if max_cache_entries is not None else (
+            max_cache_size if max_cache_size is not None else 8)
         self._cache = PlanCache(size, eviction)
         self.dynamic_dims = _validate_dynamic_dims(dynamic_dims)
         self.backend_name, self._lower = get_backend(backend)
@@ -94,6 +132,7 @@ class JITFunction:
         self._last_key: CacheKey | None = None
         self._dim_misses: dict[tuple[int, int], int] = {}
         self._warned: set[str] = set()
+        self._free_vars = _free_variables(fn)
 
     # ---- the call path --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -146,9 +185,23 @@ class JITFunction:
                 aliasing.append(seen.setdefault(id(x), i))
             else:
                 statics.append(_static_key(x))
+        if self._free_vars:
+            statics.append(self._free_values_key())
         key = CacheKey(treedef, tuple(statics), tuple(tensors), tuple(aliasing),
                        autograd._state.enabled, self._module_key(), self.backend_name)
         return key, dims
+
+    def _free_values_key(self) -> tuple:
+        """Guards on the closure and global Python values the function reads (scalars, tensors)."""
+        module_globals = getattr(self._fn, "__globals__", {})
+        out = []
+        for kind, ref in self._free_vars:
+            try:
+                value = ref.cell_contents if kind == "cell" else module_globals.get(ref)
+            except ValueError:
+                value = None
+            out.append(_guard_value(value))
+        return ("free variables", tuple(out))
 
     def _dynamic_leaves(self, args: tuple) -> dict[int, dict[int, str]]:
         out: dict[int, dict[int, str]] = {}
@@ -353,6 +406,9 @@ class JITModule(JITFunction):
             if m._structure_version > version:
                 version = m._structure_version
             training.append(m.training)
+            for name, value in m.__dict__.items():  # plain Python attributes the forward may read
+                if not name.startswith("_") and name != "training" and isinstance(value, _SCALARS):
+                    training.append((name, _static_key(value)))
             for p in m._parameters.values():
                 if p is not None:
                     frozen.append(p.requires_grad)
@@ -377,6 +433,13 @@ class JITModule(JITFunction):
         if module is None:
             raise AttributeError(name)
         return getattr(module, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_") or name in type(self).__dict__ or name in JITFunction.__dict__ \
+                or name in self.__dict__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._module, name, value)
 
     def train(self, mode: bool = True) -> "JITModule":
         self._module.train(mode)

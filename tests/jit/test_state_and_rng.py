@@ -86,3 +86,51 @@ def test_same_tensor_twice_and_non_contiguous_inputs():
     offset = base[1:]  # offset view
     for a, b in ((view, view), (offset, offset), (view.T, view.T)):
         assert_close(f(a, b), a * b + a)
+
+
+def test_closure_scalar_that_changes_is_guarded():
+    k = 2
+    f = kiln.compile(lambda x: x * k)
+    x = kiln.ones(2)
+    np.testing.assert_allclose(f(x).numpy(), 2.0)
+    k = 5  # noqa: F841 - read by the lambda
+    np.testing.assert_allclose(f(x).numpy(), 5.0)
+
+
+def test_rebinding_a_global_tensor_is_guarded():
+    global _GLOBAL_W
+    _GLOBAL_W = kiln.ones(2)
+    f = kiln.compile(lambda x: x * _GLOBAL_W)
+    x = kiln.ones(2)
+    f(x)
+    _GLOBAL_W = kiln.full((2,), 3.0)
+    np.testing.assert_allclose(f(x).numpy(), 3.0)
+
+
+def test_module_python_attribute_change_is_guarded_and_setattr_delegates():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+            self.scale = 3.0
+
+        def forward(self, x):
+            return self.fc(x) * self.scale
+
+    m = Scaled()
+    f = kiln.compile(m)
+    x = kiln.randn(3, 2)
+    f(x)
+    m.scale = 10.0
+    assert_close(f(x), m(x))
+    f.scale = 1.0  # attribute writes on the JITModule reach the module
+    assert m.scale == 1.0
+    assert_close(f(x), m(x))
+
+
+def test_output_that_is_a_constant_is_a_fresh_array_each_call():
+    f = kiln.compile(lambda x: (x + 1, kiln.zeros(3)))
+    _, z = f(kiln.ones(3))
+    z.add_(5.0)
+    _, z2 = f(kiln.ones(3))
+    np.testing.assert_allclose(z2.numpy(), 0.0)

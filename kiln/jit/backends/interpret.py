@@ -44,6 +44,8 @@ class Plan:
         self.steps = [tuple(s) for s in steps]
         self.symbolic = any(s[4] for s in self.steps)
         self.out_slots = [slot[v.id] for v in graph.outputs]
+        # an output that is a literal, parameter or captured input must not hand out that memory
+        self.copy_outputs = [s < self.n_inputs and graph.specs[s].kind != "arg" for s in self.out_slots]
         self.write_slots = [slot[w.value.id] for w in graph.state_writes]
 
     def run(self, inputs: list, dims: dict[str, int] | None = None) -> tuple[list, list]:
@@ -58,7 +60,10 @@ class Plan:
             env[out] = kernel(xp, *[env[i] for i in ins], **params)
             for i in frees:
                 env[i] = None
-        return [env[i] for i in self.out_slots], [env[i] for i in self.write_slots]
+        outs = [env[i] for i in self.out_slots]
+        if any(self.copy_outputs):
+            outs = [o.copy() if c else o for o, c in zip(outs, self.copy_outputs)]
+        return outs, [env[i] for i in self.write_slots]
 
 
 def lower(graph: Graph) -> Plan:
