@@ -77,6 +77,16 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
+        args, kwargs = self._run_forward_pre_hooks(args, kwargs)
+        output = self.forward(*args, **kwargs)
+        return self._run_forward_hooks(args, kwargs, output)
+
+    def _run_forward_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Run the pre-hooks in order; return the (possibly replaced) args and kwargs.
+
+        Callers that run ``forward`` some other way (the JIT) use this and
+        `_run_forward_hooks` so hooks behave exactly as in ``__call__``.
+        """
         for hook_id, hook in list(self._forward_pre_hooks.items()):
             if hook_id in self._hooks_with_kwargs:
                 result = hook(self, args, kwargs)
@@ -89,7 +99,10 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
-        output = self.forward(*args, **kwargs)
+        return args, kwargs
+
+    def _run_forward_hooks(self, args: tuple, kwargs: dict, output: Any) -> Any:
+        """Run the forward hooks in order; return the (possibly replaced) output."""
         for hook_id, hook in list(self._forward_hooks.items()):
             if hook_id in self._hooks_with_kwargs:
                 result = hook(self, args, kwargs, output)

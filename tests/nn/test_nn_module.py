@@ -456,3 +456,13 @@ def test_nn_functional_reexports():
                  "scaled_dot_product_attention", "dropout", "embedding", "matmul", "zeros"):
         assert callable(getattr(F, name)), name
     assert F.relu is kiln.relu
+
+
+def test_pickle_module_round_trip():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    model(kiln.randn(5, 3))
+    clone = pickle.loads(pickle.dumps(model))
+    assert isinstance(clone[0].weight, nn.Parameter)
+    assert clone[1].num_batches_tracked.item() == 1
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(clone.state_dict()[key].numpy(), value.numpy())
