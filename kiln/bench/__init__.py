@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import eager_overhead
+from . import compiled, eager_overhead
 
-WORKLOADS: dict[str, ModuleType] = {module.NAME: module for module in (eager_overhead,)}
+WORKLOADS: dict[str, ModuleType] = {module.NAME: module for module in (eager_overhead, compiled)}
 
 __all__ = ["WORKLOADS"]
