@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import math
 from .. import autograd
+from ..functional.creation import randn
+from ..functional.math import gt, logical_or, lt, where
+from ..random import Generator
 from ..tensor import Tensor
 
 _LINEAR_LIKE = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -56,16 +59,35 @@ def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Fill with U(a, b)."""
     with autograd.no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Fill with N(mean, std^2)."""
     with autograd.no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
+                  generator: Generator | None = None) -> Tensor:
+    """Fill with N(mean, std^2) restricted to [a, b]: out-of-range draws are redrawn (rejection sampling)."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_: expected a < b, got a={a}, b={b}")
+    with autograd.no_grad():
+        values = randn(*tensor.shape, dtype=tensor.dtype, device=tensor.device, generator=generator) * std + mean
+        for _ in range(1000):
+            outside = logical_or(lt(values, a), gt(values, b))
+            if not bool(outside.any()):
+                break
+            fresh = randn(*tensor.shape, dtype=tensor.dtype, device=tensor.device, generator=generator) * std + mean
+            values = where(outside, fresh, values)
+        else:
+            raise RuntimeError(f"trunc_normal_: [a, b] = [{a}, {b}] holds too little of N({mean}, {std}^2) "
+                               "to sample from; widen the interval")
+        return tensor.copy_(values)
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -92,36 +114,36 @@ def eye_(tensor: Tensor) -> Tensor:
         return tensor.copy_(eye(*tensor.shape, dtype=tensor.dtype))
 
 
-def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Glorot uniform: U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = gain * math.sqrt(6.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
     """Glorot normal: N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
-                     nonlinearity: str = "leaky_relu") -> Tensor:
+                     nonlinearity: str = "leaky_relu", generator: Generator | None = None) -> Tensor:
     """He uniform: U(-b, b) with b = gain * sqrt(3 / fan), gain = calculate_gain(nonlinearity, a)."""
     if 0 in tensor.shape:
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
-                    nonlinearity: str = "leaky_relu") -> Tensor:
+                    nonlinearity: str = "leaky_relu", generator: Generator | None = None) -> Tensor:
     """He normal: N(0, std^2) with std = gain / sqrt(fan)."""
     if 0 in tensor.shape:
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
-    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan))
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
 
 
 def _fan_in_uniform_(tensor: Tensor, fan_in: int) -> Tensor:

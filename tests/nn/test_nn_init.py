@@ -115,3 +115,19 @@ def test_layers_accept_dtype():
     assert nn.Linear(3, 2, dtype=kiln.float64).weight.dtype == kiln.float64
     assert nn.Conv2d(3, 2, 3, dtype="float64").bias.dtype == kiln.float64
     assert nn.LayerNorm(3, dtype=kiln.float64).weight.dtype == kiln.float64
+
+
+def test_trunc_normal():
+    t = _np(init.trunc_normal_(kiln.empty(200, 100), mean=0.5, std=1.0, a=-0.5, b=1.5))
+    assert t.min() >= -0.5 and t.max() <= 1.5
+    assert t.mean() == pytest.approx(0.5, abs=0.02)
+    assert t.std() == pytest.approx(0.5379, rel=0.03)  # N(0, 1) truncated to one sigma
+    with pytest.raises(ValueError, match="expected a < b"):
+        init.trunc_normal_(kiln.empty(2), a=1.0, b=0.0)
+
+
+def test_generator_argument():
+    g1, g2 = kiln.Generator(5), kiln.Generator(5)
+    a = _np(init.kaiming_uniform_(kiln.empty(3, 4), generator=g1))
+    b = _np(init.kaiming_uniform_(kiln.empty(3, 4), generator=g2))
+    np.testing.assert_array_equal(a, b)
