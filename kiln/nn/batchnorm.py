@@ -19,7 +19,8 @@ class _BatchNorm(Module):
     Buffers (as in PyTorch): ``running_mean`` (zeros), ``running_var`` (ones) and
     ``num_batches_tracked`` (int64 scalar). Training updates them in place:
     ``running = (1 - momentum) * running + momentum * batch_stat`` (the unbiased
-    variance), or a cumulative average when ``momentum=None``.
+    variance), or a cumulative average when ``momentum=None`` (which reads
+    ``num_batches_tracked`` as a Python number: a data-dependent value under kiln.compile).
     """
 
     _expected_ndims: tuple[int, ...] = ()

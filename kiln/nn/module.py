@@ -145,6 +145,12 @@ class Module:
     def _bump_structure(self) -> None:
         object.__setattr__(self, "_structure_version", next(_structure_clock))
 
+    def __setstate__(self, state: dict) -> None:
+        # Unpickled or deep-copied: take a fresh stamp, since a stamp from another process
+        # could exceed this process's clock and hide later changes from structure_version().
+        self.__dict__.update(state)
+        self._bump_structure()
+
     def structure_version(self) -> int:
         """The newest structure stamp in this module tree (see the class docstring)."""
         return max(m._structure_version for _, m in self.named_modules(remove_duplicate=False))
