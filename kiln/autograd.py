@@ -54,34 +54,66 @@ class _GradMode:
         return wrapper
 
 
-class no_grad(_GradMode):
+class _BareDecoratorMode(_GradMode):
+    """Also usable without parentheses: ``@kiln.no_grad`` as well as ``@kiln.no_grad()``."""
+
+    def __new__(cls, orig_func: Callable | None = None) -> Any:
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_BareDecoratorMode):
     """Disable gradient recording: ``with kiln.no_grad(): ...`` or ``@kiln.no_grad()``."""
 
     _value = False
 
 
-class enable_grad(_GradMode):
+class enable_grad(_BareDecoratorMode):
     """Enable gradient recording inside a no_grad region."""
 
     _value = True
 
 
 class set_grad_enabled(_GradMode):
-    """Set grad mode to ``mode``: ``with kiln.set_grad_enabled(False): ...``."""
+    """Set grad mode to ``mode``, as a context manager, a decorator, or a plain call (as in PyTorch).
+
+    >>> with kiln.set_grad_enabled(False): ...
+    >>> kiln.set_grad_enabled(False)  # takes effect at once
+    """
 
     def __init__(self, mode: bool):
         self._value = bool(mode)
+        self._prev = _state.enabled
+        _state.enabled = self._value
+
+    def __enter__(self) -> None:
+        _state.enabled = self._value
+
+    def __call__(self, fn: Callable) -> Callable:
+        _state.enabled = self._prev  # used as a decorator: the call itself changes nothing
+        value = self._value
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(value):
+                return fn(*args, **kwargs)
+
+        return wrapper
 
 
 class Node:
     """One recorded primitive call: the `grad_fn` of the tensor it produced."""
 
-    __slots__ = ("prim", "inputs", "params", "versions", "out_ref", "out_version",
+    __slots__ = ("prim", "inputs", "edges", "params", "versions", "out_ref", "out_version",
                  "hooks", "retain_ref", "__weakref__")
 
     def __init__(self, prim: Primitive, inputs: tuple, params: dict, out: Tensor):
         self.prim = prim
         self.inputs = inputs
+        # where each input's gradient goes, fixed now (a later in-place op may give the input
+        # tensor a new node): its node, None for a leaf that requires grad, False for no grad
+        self.edges = tuple(t._node if t.requires_grad else False for t in inputs)
         self.params = params
         self.versions = tuple(inputs[i]._version for i in prim.saves_inputs) if prim.saves_inputs else ()
         self.out_ref = weakref.ref(out)
@@ -144,11 +176,11 @@ def _toposort(roots: Sequence[Node]) -> list[Node]:
         stack: list[tuple[Node, int]] = [(root, 0)]
         while stack:
             node, i = stack.pop()
-            inputs = node.inputs or ()
-            while i < len(inputs):
-                child = inputs[i]._node
+            edges = node.edges
+            while i < len(edges):
+                child = edges[i]
                 i += 1
-                if child is not None and id(child) not in seen:
+                if child and id(child) not in seen:
                     seen.add(id(child))
                     stack.append((node, i))
                     stack.append((child, 0))
@@ -162,29 +194,47 @@ def _toposort(roots: Sequence[Node]) -> list[Node]:
 def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
                  create_graph: bool, inputs: Sequence[Tensor] | None = None) -> list[Tensor | None] | None:
     """Backpropagate `grads` from `roots`. With `inputs`, return their grads instead of accumulating."""
+    from .tensor import Tensor  # noqa: PLC0415 - cycle: tensor imports autograd
+
     pending: dict[int, Tensor] = {}
+    leaf_pending: dict[int, tuple[Tensor, Tensor]] = {}  # id(leaf) -> (leaf, summed grad)
     root_nodes: list[Node] = []
     leaf_results: dict[int, Tensor | None] = {}
     wanted = {id(t) for t in inputs} if inputs is not None else None
+    handed_out = {id(g._data) for g in grads}  # arrays a .grad must not share
+
+    def own(g: Tensor) -> Tensor:
+        """g as a fresh writable buffer that no other .grad (nor the caller's gradient) shares."""
+        data = g._data
+        if (getattr(data, "base", None) is not None or not getattr(data.flags, "writeable", True)
+                or id(data) in handed_out):
+            data = data.copy()
+        handed_out.add(id(data))
+        return Tensor._wrap(data, g._device)
+
+    def add_leaf_grad(t: Tensor, g: Tensor) -> None:
+        prev = leaf_pending.get(id(t))
+        leaf_pending[id(t)] = (t, g if prev is None else prev[1] + g)
 
     def deliver_leaf(t: Tensor, g: Tensor) -> None:
-        if t._hooks:
+        if t._hooks:  # hooks see the total gradient of this backward pass, once
             for hook in t._hooks:
                 new = hook(g)
                 if new is not None:
                     g = new
         if wanted is not None:
             if id(t) in wanted:
-                prev = leaf_results.get(id(t))
-                leaf_results[id(t)] = g if prev is None else prev + g
+                leaf_results[id(t)] = g
             return
-        g = g if create_graph else g.detach()
-        t.grad = g if t.grad is None else (t.grad + g if create_graph else (t.grad + g).detach())
+        if create_graph:
+            t.grad = g if t.grad is None else t.grad + g
+        else:
+            t.grad = own(g) if t.grad is None else (t.grad + g).detach()
 
     for root, g in zip(roots, grads):
         if root._node is None:
             if root.requires_grad:
-                deliver_leaf(root, g)
+                add_leaf_grad(root, g)
             continue
         key = id(root._node)
         pending[key] = pending[key] + g if key in pending else g
@@ -205,7 +255,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
             if node.retain_ref is not None:
                 kept = node.retain_ref()
                 if kept is not None:
-                    gg = g if create_graph else g.detach()
+                    gg = g if create_graph else own(g)
                     kept.grad = gg if kept.grad is None else kept.grad + gg
             if wanted is not None:
                 out = node.out_ref()
@@ -213,15 +263,16 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                     prev = leaf_results.get(id(out))
                     leaf_results[id(out)] = g if prev is None else prev + g
             input_grads = node.prim.vjp(g, node.inputs, node, **node.params)
-            for inp, gi in zip(node.inputs, input_grads):
-                if gi is None or not inp.requires_grad:
+            for inp, child, gi in zip(node.inputs, node.edges, input_grads):
+                if gi is None or child is False:
                     continue
-                child = inp._node
                 if child is None:
-                    deliver_leaf(inp, gi)
+                    add_leaf_grad(inp, gi)
                 else:
                     key = id(child)
                     pending[key] = pending[key] + gi if key in pending else gi
+        for t, g in leaf_pending.values():
+            deliver_leaf(t, g)
     if not retain_graph:
         for node in order:
             node.inputs = None

@@ -142,7 +142,9 @@ def apply_inplace(self: Tensor, compute: Callable[[Tensor], Tensor], *others: An
     if record:
         old = Tensor._wrap(self._data.copy(), self._device)
         old._node, old.requires_grad = self._node, self.requires_grad
-        if old._node is not None:
+        if old._node is not None and not old._node.prim.saves_output:
+            # a node whose VJP reads its output keeps pointing at `self`, so backward
+            # sees the version bump and raises, as PyTorch does
             old._node.rebind_output(old)
         if tracer is not None:
             tracer.on_alias(self, old)

@@ -15,13 +15,15 @@ def _outputs(out: Any) -> list:
 
 
 def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], wrt: Sequence[bool] | None = None,
-              seed: int = 0, eps: float = FD_EPS) -> None:
+              seed: int = 0, eps: float = FD_EPS, differentiates: bool = False) -> None:
     """Assert that autograd's gradients of `fn` match central finite differences.
 
     `inputs` are NumPy arrays (float64 ones are differentiated unless `wrt` says otherwise)
     or other static values passed through as they are. The scalar checked is
     ``sum_i <fn(x)_i, u_i>`` for fixed random upstream gradients ``u_i``, so the whole
     vector-Jacobian product is covered, not just the gradient of a plain sum.
+    Set `differentiates` when `fn` itself calls autograd (checking second derivatives):
+    its inputs then require grad during the finite-difference evaluations too.
     """
     arrays = [np.asarray(a) if isinstance(a, np.ndarray) else a for a in inputs]
     if wrt is None:
@@ -44,9 +46,9 @@ def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], wrt: Sequence[bool]
     analytic = kiln.autograd.grad(loss, diff, allow_unused=True)
 
     def scalar(vals: Sequence[Any]) -> float:
-        with kiln.no_grad():
-            res = _outputs(fn(*wrap(vals, False)))
-        return float(sum((r.numpy().astype(np.float64) * u).sum() for r, u in zip(res, upstream)))
+        with kiln.set_grad_enabled(differentiates):
+            res = _outputs(fn(*wrap(vals, differentiates)))
+        return float(sum((r.detach().numpy().astype(np.float64) * u).sum() for r, u in zip(res, upstream)))
 
     k = 0
     for i, (a, w) in enumerate(zip(arrays, wrt)):

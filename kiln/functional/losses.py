@@ -50,11 +50,13 @@ def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None = None, ignore_
                          safe_target.reshape(-1, 1)).reshape(tuple(target.shape)), validf)
     else:
         w_t = validf
-    loss = mul(neg(picked), w_t)
+    # where(), not a 0 weight, drops ignored entries: their gradient stays 0 even when every
+    # entry is ignored and the mean divides by a zero total weight (PyTorch gives 0 there too)
+    loss = where(valid, mul(neg(picked), w_t), 0.0)
     smooth = None
     if label_smoothing > 0:
         per_class = neg(logp) if weight is None else mul(neg(logp), _class_shape(weight, logp.ndim))
-        smooth = mul(sum(per_class, 1), validf)
+        smooth = where(valid, sum(per_class, 1), 0.0)
     if reduction == "none":
         if smooth is not None:
             loss = add(mul(loss, 1 - label_smoothing), mul(smooth, label_smoothing / n_classes))

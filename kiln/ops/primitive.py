@@ -120,7 +120,7 @@ def bind(prim: Primitive, inputs: tuple, params: dict) -> Tensor:
     if prim.is_view and inputs:
         base = inputs[0]
         out._base = base._base if base._base is not None else base
-    if autograd._state.enabled:
+    if autograd._state.enabled and data.dtype.kind == "f":  # int/bool results never need grads
         for t in inputs:
             if t.requires_grad:
                 out.requires_grad = True

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -38,7 +40,7 @@ TL = TorchLib()
 
 
 def _draw(c: Case, dtype: str) -> tuple[list[np.ndarray], list[bool]]:
-    rng = np.random.default_rng(abs(hash(c.id)) % (2**32))
+    rng = np.random.default_rng(zlib.crc32(c.id.encode()))  # stable across runs
     arrays = [spec.draw(rng, dtype) for spec in c.inputs]
     grads = [bool(getattr(spec, "grad", False)) and c.grad for spec in c.inputs]
     return arrays, grads
@@ -99,4 +101,5 @@ def run_case(c: Case, dtype: str) -> None:
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
 def test_parity(c: Case, dtype: str) -> None:
-    run_case(c, dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):  # nan/inf cases compare like PyTorch, silently
+        run_case(c, dtype)
