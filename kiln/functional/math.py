@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dtypes import DType, bool_, default_float, get_dtype, promote, promote_with_scalar
-from ..ops.primitive import REGISTRY, bind, trace_state
+from ..ops.primitive import REGISTRY, ShapeError, bind, trace_state
 from ..tensor import Tensor, literal
 
 _P = REGISTRY
@@ -516,6 +516,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         a, b = _operands(a, b)
     from .shape import reshape  # noqa: PLC0415
 
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:  # name the user's shapes, before 1-D promotion
+        raise ShapeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align (inner "
+                         f"dimensions {a.shape[-1]} and {b.shape[-2 if b.ndim > 1 else 0]} differ)")
     squeeze_a = a.ndim == 1
     squeeze_b = b.ndim == 1
     if squeeze_a:

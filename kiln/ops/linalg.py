@@ -19,7 +19,11 @@ class Matmul(Primitive):
                              f"(inner dimensions {a.shape[-1]} and {b.shape[-2]} differ)")
         if a.dtype is not b.dtype:
             raise TypeError(f"matmul: operands must share a dtype, got {a.dtype.name} and {b.dtype.name}")
-        batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+        try:
+            batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+        except ShapeError:
+            raise ShapeError(f"matmul: the batch dims of shapes {tuple(a.shape)} and {tuple(b.shape)} "
+                             "are not broadcastable") from None
         return AbstractValue(batch + (a.shape[-2], b.shape[-1]), a.dtype)
 
     def kernel(self, xp, a, b):

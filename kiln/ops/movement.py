@@ -106,8 +106,8 @@ class Index(Primitive):
         arrays = [np.zeros(i.shape, np.bool_ if i.dtype.name == "bool" else np.intp) for i in idx]
         try:
             shape = dummy[resolve_index(spec, arrays)].shape
-        except IndexError as exc:
-            raise ShapeError(f"index: {exc} (tensor of shape {tuple(x.shape)})") from None
+        except IndexError as exc:  # stays an IndexError, as in PyTorch and NumPy
+            raise IndexError(f"index: {exc} (tensor of shape {tuple(x.shape)})") from None
         return AbstractValue(shape, x.dtype)
 
     def kernel(self, xp, x, *idx, spec):

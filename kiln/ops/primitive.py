@@ -82,7 +82,7 @@ def _kernel_failed(prim: Primitive, inputs: tuple, params: dict, exc: Exception)
     avals = [AbstractValue(tuple(t._data.shape), t.dtype) for t in inputs]
     try:
         prim.abstract(*avals, **params)
-    except (ShapeError, TypeError) as err:
+    except (ShapeError, TypeError, IndexError) as err:
         return err
     except Exception:  # noqa: BLE001 - the rule itself could not judge; keep the kernel's error
         pass
