@@ -25,7 +25,8 @@ class Sum(Primitive):
 
     def abstract(self, x, *, axes, keepdims):
         _check_axes(self.name, x.shape, axes)
-        return AbstractValue(reduced_shape(x.shape, axes, keepdims), x.dtype)
+        dtype = int64 if x.dtype.kind == "b" else x.dtype  # a bool sum counts, as the kernel does
+        return AbstractValue(reduced_shape(x.shape, axes, keepdims), dtype)
 
     def kernel(self, xp, x, *, axes, keepdims):
         return xp.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind != "b" else None)
