@@ -379,15 +379,11 @@ class JITModule(JITFunction):
         module = self._module
         if trace_state.tracer is not None:
             return module(*args, **kwargs)
-        for hook in list(module._forward_pre_hooks.values()):
-            new = hook(module, args)
-            if new is not None:
-                args = new if isinstance(new, tuple) else (new,)
+        if module._forward_pre_hooks:
+            args, kwargs = module._run_forward_pre_hooks(args, kwargs)
         out = super().__call__(*args, **kwargs)
-        for hook in list(module._forward_hooks.values()):
-            new = hook(module, args, out)
-            if new is not None:
-                out = new
+        if module._forward_hooks:
+            out = module._run_forward_hooks(args, kwargs, out)
         return out
 
     def _call_eager(self, args: tuple, kwargs: dict) -> Any:
