@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 C_COMPILERS = ("cc", "gcc", "clang")
+DEMO_EPOCHS = 15  # kiln.demo.DemoConfig's default; kept here so `kiln --help` does not import kiln
 OPTIONAL_PACKAGES = ("torch", "jax", "tqdm", "matplotlib", "safetensors", "onnx", "onnxruntime", "cupy-cuda12x")
 
 
@@ -190,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="train a small CNN on the bundled handwritten digits",
                           description="Train a small CNN on the bundled UCI digits; report accuracy and speed; "
                                       "save the weights and a plot.")
-    demo.add_argument("--epochs", type=positive_int, default=12, help="training epochs (default 12)")
+    demo.add_argument("--epochs", type=positive_int, default=DEMO_EPOCHS,
+                      help=f"training epochs (default {DEMO_EPOCHS})")
     demo.add_argument("--eager", action="store_true", help="run eagerly instead of with kiln.compile")
     demo.add_argument("--backend", default="auto", help="kiln.compile backend (default: auto)")
     demo.add_argument("--out", default="kiln-demo", metavar="DIR",

@@ -24,11 +24,11 @@ Log = Callable[[str], None]
 class DemoConfig:
     """Settings of one demo run (the CLI flags, plus the training recipe)."""
 
-    epochs: int = 12
+    epochs: int = 15
     eager: bool = False
     backend: str = "auto"
     out: str = "kiln-demo"
-    batch_size: int = 32
+    batch_size: int = 64
     lr: float = 0.1  # peak learning rate of the cosine schedule
     momentum: float = 0.9
     seed: int = 0

@@ -92,3 +92,10 @@ def test_no_command_prints_help(capsys):
 def test_bench_without_workload_lists_workloads(capsys):
     assert main(["bench"]) == 0
     assert "eager-overhead" in capsys.readouterr().out
+
+
+def test_cli_default_epochs_match_the_demo_config():
+    from kiln.cli import DEMO_EPOCHS
+    from kiln.demo import DemoConfig
+
+    assert DEMO_EPOCHS == DemoConfig().epochs
