@@ -191,21 +191,26 @@ Tensor.__imul__ = Tensor.mul_
 Tensor.__itruediv__ = Tensor.div_
 
 
+# zero_/fill_/copy_ are where(True, new, old): on a tensor in a graph the result stays in
+# the graph (old gets a zero gradient, a tensor `value`/`src` gets its gradient), as in PyTorch.
+def _overwrite(old: Tensor, value: Any) -> Tensor:
+    if isinstance(value, Tensor) and value._data.dtype != old._data.dtype:
+        value = math.cast(value, old.dtype)
+    elif not isinstance(value, Tensor) and old._data.dtype.kind != "f" and isinstance(value, float):
+        value = int(value) if old._data.dtype.kind == "i" else bool(value)
+    return math.where(True, value, old)
+
+
 def _zero_(self: Tensor) -> Tensor:
-    return apply_inplace(self, lambda old: math.mul(math.zeros_like_t(old), 1))
+    return apply_inplace(self, lambda old: _overwrite(old, 0))
 
 
 def _fill_(self: Tensor, value: Any) -> Tensor:
-    return apply_inplace(self, lambda old: math.add(math.zeros_like_t(old), value), value)
+    return apply_inplace(self, lambda old: _overwrite(old, value), value)
 
 
 def _copy_(self: Tensor, src: Any) -> Tensor:
-    def compute(old: Tensor) -> Tensor:
-        s = src if isinstance(src, Tensor) else creation.full(tuple(old.shape), src, dtype=old.dtype)
-        s = math.cast(s, old.dtype)
-        return shape.expand(s, tuple(old.shape)) if tuple(s.shape) != tuple(old.shape) else math.add(s, 0)
-
-    return apply_inplace(self, compute, src)
+    return apply_inplace(self, lambda old: _overwrite(old, src), src)
 
 
 def _setitem(self: Tensor, index: Any, value: Any) -> None:

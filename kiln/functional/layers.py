@@ -11,7 +11,7 @@ from .activations import softmax
 from .creation import arange, ones, rand, zeros
 from .math import (add, amax, cast, div, eq, ge, logical_not, matmul, mean, mul, rsqrt, sub, sum, var,
                    where)
-from .shape import bind_index, expand, masked_fill, reshape, squeeze, swapaxes, transpose, tril, unsqueeze
+from .shape import bind_index, expand, masked_fill, pad, reshape, squeeze, swapaxes, transpose, tril, unsqueeze
 
 _P = REGISTRY
 
@@ -65,11 +65,11 @@ def fold2d(cols: Tensor, size: Sequence[int], kernel: Sequence[int], stride: Seq
 def _conv_padding(padding: Any, kernel: tuple[int, int], dilation: tuple[int, int]) -> tuple[int, int]:
     if padding == "valid":
         return (0, 0)
-    if padding == "same":
+    if padding == "same":  # the even part; conv2d pads an odd total's extra 1 on the right/bottom
         total = [dilation[i] * (kernel[i] - 1) for i in range(2)]
-        if any(t % 2 for t in total):
-            raise ValueError("conv2d: padding='same' needs an odd effective kernel size here")
         return (total[0] // 2, total[1] // 2)
+    if isinstance(padding, str):
+        raise ValueError(f"conv2d: padding must be 'valid', 'same', an int or a pair, got {padding!r}")
     return _pair(padding, "padding")
 
 
@@ -88,6 +88,11 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
                          f"shape {tuple(weight.shape)} (expected {c // max(groups, 1)} input channels per group)")
     stride2, dil2 = _pair(stride, "stride"), _pair(dilation, "dilation")
     pad2 = _conv_padding(padding, (kh, kw), dil2)
+    if padding == "same" and (dil2[0] * (kh - 1) % 2 or dil2[1] * (kw - 1) % 2):
+        # an even effective kernel: PyTorch puts the odd extra row/column at the bottom/right
+        extra_h, extra_w = dil2[0] * (kh - 1) % 2, dil2[1] * (kw - 1) % 2
+        x = pad(x, (pad2[1], pad2[1] + extra_w, pad2[0], pad2[0] + extra_h))
+        pad2 = (0, 0)
     cols = unfold2d(x, (kh, kw), stride2, pad2, dil2)
     oh, ow = cols.shape[4], cols.shape[5]
     k = c_per_group * kh * kw
@@ -108,11 +113,8 @@ def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 
     """1-D convolution of (N, C, L) through conv2d on a height-1 image."""
     if x.ndim == 2:
         return squeeze(conv1d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
-    pad = padding if isinstance(padding, str) else (0, int(padding if not isinstance(padding, (tuple, list)) else padding[0]))
-    if isinstance(padding, str) and padding == "same":
-        total = dilation * (weight.shape[-1] - 1)
-        pad = (0, total // 2)
-    out = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), pad, (1, dilation), groups)
+    pad1 = padding if isinstance(padding, str) else (0, int(padding if not isinstance(padding, (tuple, list)) else padding[0]))
+    out = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), pad1, (1, dilation), groups)
     return squeeze(out, 2)
 
 
@@ -125,7 +127,11 @@ def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
         return squeeze(max_pool2d(unsqueeze(x, 0), kernel_size, stride, padding, dilation), 0)
     k = _pair(kernel_size, "kernel_size")
     s = _pair(stride if stride is not None else k, "stride")
-    cols = unfold2d(x, k, s, _pair(padding, "padding"), _pair(dilation, "dilation"), float("-inf"))
+    p, d = _pair(padding, "padding"), _pair(dilation, "dilation")
+    if any(p[i] > ((k[i] - 1) * d[i] + 1) // 2 for i in range(2)):  # else windows lie wholly in the padding
+        raise ValueError(f"max_pool2d: padding {p} should be at most half of the effective kernel size "
+                         f"(kernel_size={k}, dilation={d})")
+    cols = unfold2d(x, k, s, p, d, float("-inf"))
     return amax(cols, (2, 3))
 
 
@@ -164,7 +170,12 @@ def _adaptive_matrix(size: int, out: int, like: Tensor) -> Tensor:
 
 def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
     """Average-pool to a fixed output size, as two small matmuls."""
-    oh, ow = _pair(output_size, "output_size") if output_size is not None else x.shape[-2:]
+    if isinstance(output_size, (tuple, list)):  # None entries keep the input size
+        if len(output_size) != 2:
+            raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size!r}")
+        oh, ow = output_size
+    else:
+        oh = ow = output_size
     h, w = x.shape[-2], x.shape[-1]
     oh = h if oh is None else oh
     ow = w if ow is None else ow

@@ -262,12 +262,12 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     out = x
-    if min is not None:
-        lo_t = _operands(out, min)[1]
-        out = where(lt(out, lo_t), lo_t.expand_as(out) if lo_t.ndim else _const(min, out.dtype, out), out)
+    if min is not None:  # bounds promote and broadcast like any operand (torch.clamp does too)
+        out, lo_t = _operands(out, min)
+        out = where(lt(out, lo_t), lo_t, out)
     if max is not None:
-        hi_t = _operands(out, max)[1]
-        out = where(gt(out, hi_t), hi_t.expand_as(out) if hi_t.ndim else _const(max, out.dtype, out), out)
+        out, hi_t = _operands(out, max)
+        out = where(gt(out, hi_t), hi_t, out)
     return out
 
 
@@ -338,9 +338,7 @@ def sum(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,  # 
     elif x._data.dtype.kind == "b":
         x = cast(x, "int64")
     axes = normalize_axes(dims, x.ndim, "sum")
-    if x.ndim == 0:
-        return x
-    return bind(_P["sum"], (x,), {"axes": axes, "keepdims": keep})
+    return bind(_P["sum"], (x,), {"axes": axes, "keepdims": keep})  # a new tensor even for 0-d x
 
 
 def mean(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
@@ -383,9 +381,7 @@ def amax(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
     """Maximum over `dim`; ties share the gradient evenly."""
     dims, keep = _reduce_args(dim, axis, keepdim, keepdims)
     axes = normalize_axes(dims, x.ndim, "amax")
-    if x.ndim == 0:
-        return x
-    return bind(_P["max"], (x,), {"axes": axes, "keepdims": keep})
+    return bind(_P["max"], (x,), {"axes": axes, "keepdims": keep})  # a new tensor even for 0-d x
 
 
 def amin(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: bool = False) -> Tensor:
@@ -583,6 +579,10 @@ def sum_to(g: Tensor, shape: Sequence[int]) -> Tensor:
     shape = tuple(shape)
     if tuple(g.shape) == shape:
         return g
+    if g.ndim < len(shape):  # `shape` has extra leading 1s (x[i] = v with v of shape (1, n))
+        from .shape import reshape  # noqa: PLC0415
+
+        g = reshape(g, (1,) * (len(shape) - g.ndim) + tuple(g.shape))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, d in enumerate(shape) if d == 1 and g.shape[i + lead] != 1

@@ -86,7 +86,10 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     perm = list(range(x.ndim))
-    a, b = dim0 % x.ndim, dim1 % x.ndim
+    if x.ndim == 0:
+        normalize_axes((dim0, dim1), 0, "transpose")  # only 0 and -1 are valid
+        return x
+    a, b = (normalize_axes(d, x.ndim, "transpose")[0] for d in (dim0, dim1))
     perm[a], perm[b] = perm[b], perm[a]
     return permute(x, tuple(perm))
 
@@ -311,7 +314,10 @@ def setitem_value(x: Tensor, index: Any, value: Any) -> Tensor:
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     d = normalize_axes(dim, x.ndim, "index_select")[0]
     spec = tuple(("t",) if i == d else ("s", None, None, None) for i in range(x.ndim))
-    return bind_index(x, [_as_tensor(index)], spec)
+    index = _as_tensor(index)
+    if index.ndim == 0:  # a 0-d index keeps the dim, with size 1 (as PyTorch)
+        index = reshape(index, (1,))
+    return bind_index(x, [index], spec)
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:

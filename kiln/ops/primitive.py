@@ -118,8 +118,13 @@ def bind(prim: Primitive, inputs: tuple, params: dict) -> Tensor:
     out._node = None
     out.requires_grad = False
     if prim.is_view and inputs:
-        base = inputs[0]
-        out._base = base._base if base._base is not None else base
+        src = inputs[0]._data
+        owner = getattr(data, "base", None)
+        # only a real view shares the version counter: advanced indexing and reshapes of
+        # non-contiguous data copy, and writing to such a copy must not look like writing to x
+        if owner is not None and (owner is src or owner is src.base or device.xp.may_share_memory(data, src)):
+            base = inputs[0]
+            out._base = base._base if base._base is not None else base
     if autograd._state.enabled and data.dtype.kind == "f":  # int/bool results never need grads
         for t in inputs:
             if t.requires_grad:

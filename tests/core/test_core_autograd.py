@@ -437,3 +437,59 @@ def test_detach_cuts_the_graph() -> None:
     y = x.detach() * x
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0])
+
+
+def test_inplace_after_use_by_an_unsaving_op_keeps_grads_right() -> None:
+    """`b = a + 3` saves nothing; modifying `a` later must not reroute b's gradient."""
+    x = leaf(1.0, 2.0)
+    a = x * 1
+    b = a.reshape(2) + 3
+    a.mul_(5)
+    (a.sum() + b.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [6.0, 6.0])
+
+
+def test_inplace_on_plain_tensor_used_earlier_does_not_join_the_graph() -> None:
+    w = leaf(1.0, 2.0)
+    buf = kiln.ones(2)
+    y = buf * 3  # recorded with buf not requiring grad
+    buf.add_(w)  # buf now requires grad
+    (y.sum() + buf.sum()).backward()  # y must not send gradient into buf's new node
+    np.testing.assert_allclose(w.grad.numpy(), [1.0, 1.0])
+
+
+def test_zero_fill_copy_keep_non_leaf_in_graph() -> None:
+    x = leaf(1.0, 2.0)
+    y = x * 2
+    y.zero_()
+    assert not y.is_leaf and y.requires_grad
+    z = y + x
+    z.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 1.0])
+    y.add_(1)  # still a non-leaf: in-place ops stay allowed
+
+
+def test_inplace_on_advanced_index_result_is_not_a_view() -> None:
+    base = kiln.zeros(3)
+    sel = base[[0, 1]]
+    sel.add_(1)
+    assert base._version == 0 and base.tolist() == [0.0, 0.0, 0.0]
+    w = leaf(1.0, 2.0, 3.0)
+    y = w[[0, 2]]
+    y.mul_(3)  # allowed: y owns its memory
+    y.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [3.0, 0.0, 3.0])
+    v = base[1:]
+    v.add_(2)  # a basic slice is a real view
+    assert base._version == 1 and base.tolist() == [0.0, 2.0, 2.0]
+
+
+def test_reductions_of_0d_return_new_tensors() -> None:
+    x = kiln.tensor(2.0, requires_grad=True)
+    for r in (x.sum(), x.amax(), x.max(), x.mean()):
+        assert r is not x and r.shape == ()
+    s = x.detach().sum()
+    s.add_(1)
+    assert x.item() == 2.0
+    (x.sum() * x.amax()).backward()
+    assert x.grad.item() == 4.0

@@ -260,3 +260,12 @@ def test_setitem_variants() -> None:
     x[x == 0] = -1.0
     x[kiln.tensor([2, 2])] = 3.0
     assert x.tolist() == [[1, 1, 1, 7], [-1, 5, 6, 8], [3, 3, 3, 3]]
+
+
+def test_transpose_dims_are_checked() -> None:
+    with pytest.raises(IndexError, match="out of range"):
+        kiln.ones(3).mT
+    with pytest.raises(IndexError, match="out of range"):
+        kiln.ones(2, 3).transpose(0, 2)
+    assert kiln.ones(3).transpose(0, -1).shape == (3,)
+    assert kiln.tensor(1.0).transpose(0, -1).shape == ()

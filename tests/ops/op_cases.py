@@ -9,10 +9,18 @@ that draw a NumPy array from a seeded generator: `R` (float, differentiated), `P
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+
+def _quiet(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call fn with warnings silenced (PyTorch warns about some valid calls)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
 
 
 # ---- input specs --------------------------------------------------------------------
@@ -199,6 +207,8 @@ _unary("rpow", lambda L, x: 2 ** x)
 _unary("method_chain", lambda L, x: x.exp().tanh().sigmoid())
 _unary("sign_mul", lambda L, x: L.sign(x) * x, _away)
 
+case("clamp_broadcast_bounds", lambda L, x, lo, hi: L.clamp(x, lo, hi), [S(2, 3), R((3,), -1.0, -0.1), R((2, 1), 0.1, 1.0)])
+case("clamp_int_float_bound", lambda L, i: L.clamp(i, 0.5, 3.5), [I((3, 4), 6)], grad=False)
 case("clamp_tensor_bounds", lambda L, x, lo, hi: L.clamp(x, lo, hi),
      [S(3, 4), R((3, 4), -1.0, -0.1), R((3, 4), 0.1, 1.0)])
 
@@ -359,6 +369,7 @@ case("gather_small_index", lambda L, x, i: x.gather(1, i), [S(3, 4), I((2, 3), 4
 case("gather_3d", lambda L, x, i: L.gather(x, -1, i), [S(2, 3, 4), I((2, 3, 2), 4)])
 case("index_select", lambda L, x, i: L.index_select(x, 0, i), [S(4, 3), K([0, 2, 2, 3, 0])],
      [S(4, 3), K([1])])
+case("index_select_0d", lambda L, x, i: L.index_select(x, 1, i), [S(2, 4), K(3)])
 case("index_select_dim1", lambda L, x, i: x.index_select(1, i), [S(2, 4, 3), K([3, 0, 3])])
 case("tril", lambda L, x: L.tril(x), [S(3, 4)], [S(2, 3, 3)], [S(4, 2)])
 case("tril_diag", lambda L, x: L.tril(x, 1), [S(3, 4)])
@@ -429,6 +440,22 @@ def _setitem_into_zeros(L: Any, v: Any) -> Any:
     return out
 
 
+def _setitem_leading_ones(L: Any, x: Any, v: Any) -> Any:
+    y = x * 1
+    y[1:] = v  # v has an extra leading 1: allowed, as in NumPy
+    return y
+
+
+def _zero_fill_copy(L: Any, x: Any, v: Any, s: Any) -> Any:
+    a, b, c = x * 2, x * 3, x * 4
+    a.zero_()
+    b.fill_(s)
+    c.copy_(v)
+    return a + b * x + c * x
+
+
+case("setitem_leading_ones", _setitem_leading_ones, [S(3, 4), S(1, 2, 4)])
+case("zero_fill_copy_in_graph", _zero_fill_copy, [S(2, 3), S(3), S()])
 case("setitem_int", _setitem_int, [S(3, 4), S(4)], [S(3, 4), S(())])
 case("setitem_slice_scalar", _setitem_slice_scalar, [S(3, 4)])
 case("setitem_mask", _setitem_mask, [S(3, 4), M((3, 4))])
@@ -487,6 +514,15 @@ case("conv2d_all", lambda L, x, w, b: L.conv2d(x, w, b, stride=(2, 1), padding=(
      [S(2, 4, 6, 7), S(2, 2, 2, 3), S(2)])
 case("conv2d_same", lambda L, x, w: L.conv2d(x, w, padding="same"), [S(1, 2, 5, 4), S(3, 2, 3, 3)])
 case("conv2d_valid", lambda L, x, w: L.conv2d(x, w, padding="valid"), [S(1, 2, 5, 4), S(3, 2, 2, 3)])
+def _same_even(L: Any, x: Any, w: Any) -> Any:
+    with warnings.catch_warnings():  # PyTorch warns that an even kernel needs a padded copy
+        warnings.simplefilter("ignore")
+        return (L.conv1d if x.ndim == 3 else L.conv2d)(x, w, padding="same")
+
+
+case("conv_same_even_kernel", _same_even, [S(1, 2, 6), S(3, 2, 4)], [S(2, 2, 5, 4), S(3, 2, 2, 3)])
+case("conv2d_same_dilated", lambda L, x, w: L.conv2d(x, w, padding="same", dilation=(2, 1)), [S(1, 2, 6, 5), S(2, 2, 2, 3)],
+     tfn=lambda L, x, w: _quiet(L.conv2d, x, w, padding="same", dilation=(2, 1)))
 case("conv2d_unbatched", lambda L, x, w: L.conv2d(x, w), [S(2, 4, 4), S(3, 2, 2, 2)])
 case("max_pool2d", lambda L, x: L.max_pool2d(x, 2), [S(2, 3, 4, 4)], [S(1, 2, 5, 5)])
 case("max_pool2d_stride_pad", lambda L, x: L.max_pool2d(x, 3, stride=2, padding=1), [S(2, 2, 6, 5)])
@@ -500,6 +536,7 @@ case("avg_pool2d_divisor", lambda L, x: L.avg_pool2d(x, 2, divisor_override=3), 
 case("adaptive_avg_pool2d", lambda L, x: L.adaptive_avg_pool2d(x, (3, 2)), [S(2, 3, 7, 5)], [S(1, 2, 4, 4)])
 case("adaptive_avg_pool2d_1", lambda L, x: L.adaptive_avg_pool2d(x, 1), [S(2, 3, 5, 4)])
 case("adaptive_avg_pool2d_overlap", lambda L, x: L.adaptive_avg_pool2d(x, 3), [S(1, 2, 4, 5)])
+case("adaptive_avg_pool2d_none", lambda L, x: L.adaptive_avg_pool2d(x, (None, 2)), [S(1, 2, 3, 5)])
 case("adaptive_avg_pool2d_3d", lambda L, x: L.adaptive_avg_pool2d(x, (2, 3)), [S(2, 5, 6)])
 case("sdpa", lambda L, q, k, v: L.scaled_dot_product_attention(q, k, v),
      [S(2, 3, 4, 8), S(2, 3, 5, 8), S(2, 3, 5, 6)], [S(4, 3), S(5, 3), S(5, 2)])
