@@ -46,7 +46,8 @@ def make_progress(total: int, desc: str) -> Any:
         from tqdm.auto import tqdm  # noqa: PLC0415
     except ImportError:
         return LineProgress(total, desc)
-    return tqdm(total=total, desc=desc, leave=False, unit="step", dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, leave=False, unit="step", dynamic_ncols=True,
+                disable=None)  # None: no bar off a terminal (the per-epoch lines remain)
 
 
 def tqdm_available() -> bool:

@@ -147,7 +147,7 @@ def run_demo(config: DemoConfig, log: Log = print) -> DemoResult:
     step_ms = 1e3 * statistics.median(step_times)
     result = DemoResult(history["test_acc"][-1], step_ms, time.perf_counter() - start, mode, weights, plot,
                         compare, history)
-    verdict = "reached" if result.test_accuracy >= TARGET_ACCURACY else "MISSED"
+    verdict = "reached" if result.test_accuracy >= TARGET_ACCURACY else "below"
     log(f"test accuracy: {100 * result.test_accuracy:.1f}% ({verdict} the {100 * TARGET_ACCURACY:.0f}% target)")
     log(f"time per training step: {step_ms:.2f} ms (median of {len(step_times)} steps, {mode})")
     if compare:
