@@ -113,7 +113,7 @@ class Node:
         self.inputs = inputs
         # where each input's gradient goes, fixed now (a later in-place op may give the input
         # tensor a new node): its node, None for a leaf that requires grad, False for no grad
-        self.edges = tuple(t._node if t.requires_grad else False for t in inputs)
+        self.edges = tuple([t._node if t.requires_grad else False for t in inputs])
         self.params = params
         self.versions = tuple(inputs[i]._version for i in prim.saves_inputs) if prim.saves_inputs else ()
         self.out_ref = weakref.ref(out)

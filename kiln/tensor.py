@@ -241,8 +241,10 @@ class Tensor:
             grads = autograd.run_backward([self], [gradient], retain, create_graph, inputs=list(inputs))
             for t, g in zip(inputs, grads or []):
                 if g is not None:
-                    g = g if create_graph else g.detach()
-                    t.grad = g if t.grad is None else t.grad + g
+                    if t.grad is not None:
+                        t.grad = t.grad + g if create_graph else (t.grad + g).detach()
+                    else:  # a private buffer: grads of different inputs may share one array
+                        t.grad = g if create_graph else Tensor._wrap(g._data.copy(), g._device)
             return
         autograd.run_backward([self], [gradient], retain, create_graph)
 

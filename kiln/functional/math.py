@@ -426,7 +426,7 @@ def max(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,  # 
         return amax(x)
     if axis is not None:
         return amax(x, d, keep)
-    return _MaxResult((amax(x, d, keep), argmax(x, d, keep)))
+    return _values_and_indices(x, d, keep, argmax)
 
 
 def min(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,  # noqa: A001
@@ -439,7 +439,22 @@ def min(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,  # 
         return amin(x)
     if axis is not None:
         return amin(x, d, keep)
-    return _MaxResult((amin(x, d, keep), argmin(x, d, keep)))
+    return _values_and_indices(x, d, keep, argmin)
+
+
+def _values_and_indices(x: Tensor, dim: Any, keep: bool, arg: Any) -> _MaxResult:
+    """(values, indices) of max/min along dim. The values are gathered at the indices, so the
+    gradient goes to that one element even when there are ties (as PyTorch's max(dim) does)."""
+    if x.ndim == 0:
+        return _MaxResult((amax(x) if arg is argmax else amin(x), arg(x)))
+    from .shape import gather, squeeze_dims  # noqa: PLC0415
+
+    d = normalize_axes(dim, x.ndim, "max")[0]
+    idx = arg(x, d, True)
+    values = gather(x, d, idx)
+    if not keep:
+        values, idx = squeeze_dims(values, (d,)), squeeze_dims(idx, (d,))
+    return _MaxResult((values, idx))
 
 
 def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None,

@@ -493,3 +493,12 @@ def test_reductions_of_0d_return_new_tensors() -> None:
     assert x.item() == 2.0
     (x.sum() * x.amax()).backward()
     assert x.grad.item() == 4.0
+
+
+def test_backward_inputs_grads_do_not_alias() -> None:
+    a, b = leaf(1.0, 2.0), leaf(3.0, 4.0)
+    (a + b).sum().backward(inputs=[a, b])
+    a.grad.mul_(10)
+    np.testing.assert_allclose(b.grad.numpy(), [1.0, 1.0])
+    (a + b).sum().backward(inputs=[a])
+    np.testing.assert_allclose(a.grad.numpy(), [11.0, 11.0])

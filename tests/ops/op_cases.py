@@ -273,6 +273,11 @@ case("std_method", lambda L, x: x.std(-1), [S(3, 4, 5)])
 case("max_all", lambda L, x: L.max(x), *[[s] for s in RED], [S(())])
 case("max_dim", lambda L, x: L.max(x, dim=1), *[[s] for s in RED])
 case("max_dim_keepdim", lambda L, x: L.max(x, 2, keepdim=True), *[[s] for s in RED])
+TIES = K([[1.0, 3.0, 3.0, -1.0], [2.0, 2.0, 2.0, 2.0], [0.0, -4.0, 5.0, 5.0]], grad=True)
+case("max_dim_ties", lambda L, x: L.max(x, dim=1), [TIES], fd=False)  # the gradient goes to the first maximum
+case("min_dim_ties", lambda L, x: L.min(x, 0, keepdim=True), [TIES], fd=False)
+case("amax_ties", lambda L, x: L.amax(x, dim=1), [TIES], fd=False)  # ... but amax shares it evenly
+case("max_all_ties", lambda L, x: L.max(x), [TIES], fd=False)
 case("max_binary", lambda L, a, b: L.max(a, b), [S(3, 4), S(4)])
 case("min_all", lambda L, x: L.min(x), *[[s] for s in RED])
 case("min_dim", lambda L, x: L.min(x, dim=-1), *[[s] for s in RED])
