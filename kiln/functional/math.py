@@ -106,21 +106,22 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
         return bind(_P["div"], (a, b), {})
     if rounding_mode == "floor":
         return floor_divide(a, b)
-    raise ValueError(f"div: rounding_mode must be None or 'floor', got {rounding_mode!r}")
+    if rounding_mode == "trunc":  # round toward zero; integer operands stay integers
+        q = div(a, b)
+        t = where(lt(q, 0), ceil(q), floor(q))
+        return cast(t, a.dtype) if a._data.dtype.kind != "f" else t
+    raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
 
 
 def floor_divide(a: Any, b: Any) -> Tensor:
-    a, b = _operands(a, b)
-    with _no_grad():
-        return Tensor._wrap(a._device.xp.floor_divide(a._data, b._data), a._device)
+    """floor(a / b), Python's //."""
+    return _binary("floor_divide", a, b)
 
 
 def remainder(a: Any, b: Any) -> Tensor:
-    """a mod b with the sign of b (Python's %); gradient flows to a."""
+    """a mod b with the sign of b (Python's %); the gradient is 1 for a and -floor(a / b) for b."""
     a, b = _operands(a, b)
-    with _no_grad():
-        q = Tensor._wrap(a._device.xp.floor_divide(a._data, b._data), a._device)
-    return sub(a, mul(q, b))
+    return sub(a, mul(floor_divide(a, b), b))
 
 
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - mirrors torch.pow
@@ -286,16 +287,22 @@ def isfinite(x: Tensor) -> Tensor:
     return logical_not(logical_or(isnan(x), isinf(x)))
 
 
+def _rounding(name: str, x: Any) -> Tensor:
+    x = _as_tensor(x)
+    return x if x._data.dtype.kind != "f" else bind(_P[name], (x,), {})  # integers are already whole
+
+
 def floor(x: Tensor) -> Tensor:
-    return Tensor._wrap(x._device.xp.floor(x._data), x._device)
+    return _rounding("floor", x)
 
 
 def ceil(x: Tensor) -> Tensor:
-    return Tensor._wrap(x._device.xp.ceil(x._data), x._device)
+    return _rounding("ceil", x)
 
 
 def round(x: Tensor) -> Tensor:  # noqa: A001
-    return Tensor._wrap(x._device.xp.round(x._data), x._device)
+    """Round half to even (as PyTorch)."""
+    return _rounding("round", x)
 
 
 # ---- reductions -------------------------------------------------------------------
@@ -488,22 +495,31 @@ def cumsum(x: Tensor, dim: int | None = None, *, axis: int | None = None, dtype:
     return bind(_P["cumsum"], (x,), {"axis": normalize_axes(d, x.ndim, "cumsum")[0]})
 
 
-def prod(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Product over dim, via exp(sum(log|x|)) with the sign tracked (nonzero inputs)."""
-    axes = normalize_axes(dim, x.ndim, "prod")
-    with _no_grad():
-        data = x._device.xp.prod(x._data, axis=axes, keepdims=keepdim)
-    return Tensor._wrap(x._device.xp.asarray(data), x._device)
+def prod(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None, keepdims: bool = False,
+         dtype: Any = None) -> Tensor:
+    """Product over `dim` (all dims when None); differentiable, zeros included."""
+    x = _as_tensor(x)
+    dims, keep = _reduce_args(dim, axis, keepdim, keepdims)
+    if dtype is not None:
+        x = cast(x, dtype)
+    elif x._data.dtype.kind == "b":
+        x = cast(x, "int64")
+    return bind(_P["prod"], (x,), {"axes": normalize_axes(dims, x.ndim, "prod"), "keepdims": keep})
 
 
-def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    axes = normalize_axes(dim, x.ndim, "all")
-    return Tensor._wrap(x._device.xp.asarray(x._data.all(axis=axes, keepdims=keepdim)), x._device)
+def any(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,  # noqa: A001
+        keepdims: bool = False) -> Tensor:
+    """True where any element along `dim` is nonzero."""
+    x = _as_tensor(x)
+    dims, keep = _reduce_args(dim, axis, keepdim, keepdims)
+    count = bind(_P["sum"], (cast(x, bool_),), {"axes": normalize_axes(dims, x.ndim, "any"), "keepdims": keep})
+    return ne(count, 0)
 
 
-def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
-    axes = normalize_axes(dim, x.ndim, "any")
-    return Tensor._wrap(x._device.xp.asarray(x._data.any(axis=axes, keepdims=keepdim)), x._device)
+def all(x: Any, dim: Any = None, keepdim: bool = False, *, axis: Any = None,  # noqa: A001
+        keepdims: bool = False) -> Tensor:
+    """True where every element along `dim` is nonzero."""
+    return logical_not(any(logical_not(_as_tensor(x)), dim, keepdim, axis=axis, keepdims=keepdims))
 
 
 def norm(x: Tensor, p: float = 2.0, dim: Any = None, keepdim: bool = False) -> Tensor:

@@ -234,6 +234,32 @@ class Sign(Unary):
         return (F().zeros_like(g),)
 
 
+class _Rounding(Unary):
+    """floor/ceil/round: piecewise constant, so the gradient is 0 (as PyTorch)."""
+
+    _ufunc = ""
+
+    def kernel(self, xp, x):
+        return getattr(xp, self._ufunc)(x)
+
+    def vjp(self, g, inputs, node):
+        return (F().zeros_like(g),)
+
+
+class Floor(_Rounding):
+    name, _ufunc, c_expr = "floor", "floor", "floor({0})"
+
+
+class Ceil(_Rounding):
+    name, _ufunc, c_expr = "ceil", "ceil", "ceil({0})"
+
+
+class Round(_Rounding):
+    """Round half to even, as NumPy, PyTorch and C's nearbyint."""
+
+    name, _ufunc, c_expr = "round", "round", "nearbyint({0})"
+
+
 class LogicalNot(Primitive):
     name = "logical_not"
     c_expr = "(!{0})"
@@ -393,6 +419,19 @@ class Minimum(_Extremum):
 
     def kernel(self, xp, a, b):
         return xp.minimum(a, b)
+
+
+class FloorDivide(Binary):
+    """floor(a / b), Python's //; not differentiable (as PyTorch)."""
+
+    name = "floor_divide"
+    c_expr = "floor((double){0} / (double){1})"
+
+    def kernel(self, xp, a, b):
+        return xp.floor_divide(a, b)
+
+    def vjp(self, g, inputs, node):
+        return (None, None)
 
 
 class Compare(Binary):

@@ -39,6 +39,34 @@ class Sum(Primitive):
         return (f.expand(g, x.shape),)
 
 
+class Prod(Primitive):
+    """prod(x, axes, keepdims). The VJP is the product of the other elements (exact with zeros)."""
+
+    name = "prod"
+    saves_inputs = (0,)
+
+    def abstract(self, x, *, axes, keepdims):
+        _check_axes(self.name, x.shape, axes)
+        dtype = int64 if x.dtype.kind == "b" else x.dtype
+        return AbstractValue(reduced_shape(x.shape, axes, keepdims), dtype)
+
+    def kernel(self, xp, x, *, axes, keepdims):
+        return xp.prod(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind != "b" else None)
+
+    def vjp(self, g, inputs, node, *, axes, keepdims):
+        x = inputs[0]
+        f = F()
+        if not keepdims:
+            g = f.reshape(g, reduced_shape(x.shape, axes, True))
+        zero = f.eq(x, 0)
+        x1 = f.where(zero, f.ones_like(x), x)
+        p1 = f.prod(x1, axes, True)  # the product of the nonzero elements
+        nz = f.sum(f.cast(zero, x.dtype), axes, True)
+        # no zero: p / x; one zero: p1 at the zero, 0 elsewhere; two or more: 0 everywhere
+        others = f.where(f.eq(nz, 0), f.div(p1, x1), f.where(f.logical_and(f.eq(nz, 1), zero), p1, f.zeros_like(x)))
+        return (f.mul(others, g),)
+
+
 class Max(Primitive):
     """max(x, axes, keepdims). The gradient is shared evenly among tied maxima."""
 

@@ -207,6 +207,26 @@ _unary("rpow", lambda L, x: 2 ** x)
 _unary("method_chain", lambda L, x: x.exp().tanh().sigmoid())
 _unary("sign_mul", lambda L, x: L.sign(x) * x, _away)
 
+HALVES = K([[-2.5, -1.5, -0.5, 0.5], [1.5, 2.5, -0.2, 3.7], [0.0, -3.2, 2.49, -2.51]], grad=True)
+# piecewise constant: zero gradient, as PyTorch (no finite differences: HALVES sits on the jumps)
+case("floor", lambda L, x: L.floor(x) * x, [HALVES], fd=False)
+case("ceil", lambda L, x: x.ceil() + x, [HALVES], fd=False)
+case("round", lambda L, x: L.round(x) * 2 + x, [HALVES], fd=False)  # halves to even
+case("floor_ceil_round", lambda L, x: L.floor(x) + L.ceil(x) * L.round(x) + x, [S(3, 4)])
+case("floor_divide_int", lambda L, a, b: a // b, [I((3, 4), 20, -20), K([3, -3, 7, -2])], grad=False)
+case("floor_divide_float", lambda L, a, b: L.floor_divide(a, b), [C(3, 4, lo=-5, hi=5), A((4,), grad=False)], grad=False)
+case("div_floor_trunc", lambda L, a, b: (L.div(a, b, rounding_mode="floor"), L.div(a, b, rounding_mode="trunc")),
+     [I((3, 4), 20, -20), K([3, -3, 7, -2])], [C(3, 4, lo=-5, hi=5), K([1.5, -2.5, 0.7, -3.0])], grad=False)
+case("remainder", lambda L, a, b: L.remainder(a, b), [R((3, 4), -5, 5), R((4,), 0.7, 2.0)], [R((3, 4), -5, 5), R((4,), -2.0, -0.7)])
+case("mod_op", lambda L, a: a % 1.5, [R((3, 4), -5, 5)])
+case("mod_int", lambda L, a: a % 3, [I((3, 4), 10, -10)], grad=False)
+case("prod", lambda L, x: L.prod(x), [S(3, 4)], [S(5)])
+case("prod_dim", lambda L, x: L.prod(x, 1), [S(3, 4)], [S(2, 3, 4)])
+case("prod_dim_keepdim", lambda L, x: x.prod(dim=-1, keepdim=True), [S(3, 4)])
+case("prod_zeros", lambda L, x: L.prod(x, 1), [K([[0.0, 2.0, 3.0], [0.0, 0.0, 1.5], [1.0, -2.0, 0.5]], grad=True)], fd=False)
+case("prod_int", lambda L, x: L.prod(x, 0), [I((3, 4), 5, -5)], grad=False)
+case("any_all", lambda L, x: (L.any(x), L.all(x), L.any(x, 1), x.all(0), L.all(x, dim=1, keepdim=True)),
+     [M((3, 4))], [K([[True, True], [True, True]])], [K([[0.0, 1.5], [0.0, 0.0]])], grad=False)
 case("clamp_broadcast_bounds", lambda L, x, lo, hi: L.clamp(x, lo, hi), [S(2, 3), R((3,), -1.0, -0.1), R((2, 1), 0.1, 1.0)])
 case("clamp_int_float_bound", lambda L, i: L.clamp(i, 0.5, 3.5), [I((3, 4), 6)], grad=False)
 case("clamp_tensor_bounds", lambda L, x, lo, hi: L.clamp(x, lo, hi),

@@ -49,6 +49,8 @@ torch_ops = {
     "sqrt_log": lambda L, x: L.sqrt(x * x + 1.0) + L.log(x * x + 2.0),
     "max_relu": lambda L, x: L.relu(x).amax(-1) * x.sum(-1),
     "erf_sin": lambda L, x: L.erf(x) * L.sin(x),
+    "prod": lambda L, x: x.prod(-1),
+    "remainder": lambda L, x: L.remainder(x * x, 0.7) * x,
 }
 
 
@@ -59,7 +61,7 @@ def test_double_backward_matches_torch(name: str) -> None:
     rng = np.random.default_rng(3)
     x = rng.uniform(-1.5, 1.5, (3, 4))
     u = rng.standard_normal((3, 3) if name == "matmul_self" else (4,) if name == "cross_entropy" else (3, 4))
-    if name in ("max_relu", "conv2d_pool"):
+    if name in ("max_relu", "conv2d_pool", "prod"):
         u = rng.standard_normal((3,))
     v = rng.standard_normal((3, 4))
     results = []
