@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from .peers import import_torch
-from .report import Table, fmt, fmt_ratio, write_json
+from .report import NOISY_NOTE, Table, fmt_ratio, fmt_timing, is_noisy, write_json
 from .threads import numpy_blas_threads
 from .timing import Loop, Timing, measure
 
@@ -244,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
 
     table = Table(["case", "unit", "kiln", "torch", "kiln/torch"])
     results = []
+    noisy = False
     for case in CASES:
         number = args.number if (args.number is not None and case.number > 1) else case.number
         kiln_time = measure(case.kiln(), number=number, repeat=args.repeat, warmup=args.warmup)
@@ -254,13 +255,17 @@ def run(args: argparse.Namespace) -> int:
         t = torch_time.median / case.scale if torch_time else None
         ratio = k / t if t else None
         unit = "µs" if case.unit == "us" else case.unit
-        table.add_row([case.name, unit, fmt(k), fmt(t), fmt_ratio(ratio)])
+        table.add_row([case.name, unit, fmt_timing(kiln_time, case.scale), fmt_timing(torch_time, case.scale),
+                       fmt_ratio(ratio)])
+        noisy = noisy or is_noisy(kiln_time) or is_noisy(torch_time)
         results.append({"case": case.name, "unit": case.unit, "kiln": kiln_time.as_dict(case.scale),
                         "torch": torch_time.as_dict(case.scale) if torch_time else None,
                         "ratio_kiln_over_torch": ratio})
     print()
     print(table.render())
     print("\nkiln/torch < 1 means kiln is faster. Medians; see --json for min/max/IQR.")
+    if noisy:
+        print(NOISY_NOTE)
     if args.json:
         try:
             path = write_json(args.json, {"workload": NAME, "env": env, "results": results})

@@ -22,6 +22,23 @@ def fmt_ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+NOISY_SPREAD = 0.25  # IQR / median above this marks a measurement as noisy
+NOISY_NOTE = ("* noisy: the middle half of the samples spans more than 25% of the median, so the machine "
+              "was probably busy; rerun when it is idle, or raise --repeat")
+
+
+def fmt_timing(timing: Any, scale: float) -> str:
+    """A timing's median in units of `scale` seconds, with "*" appended when its spread is large."""
+    if timing is None:
+        return "-"
+    text = fmt(timing.median / scale)
+    return text + "*" if is_noisy(timing) else text
+
+
+def is_noisy(timing: Any) -> bool:
+    return timing is not None and timing.median > 0 and timing.iqr / timing.median > NOISY_SPREAD
+
+
 class Table:
     """A text table with a header row; numeric-looking columns are right-aligned.
 
@@ -49,7 +66,7 @@ class Table:
 
 
 def _numeric(cell: str) -> bool:
-    return cell == "-" or cell.rstrip("x").replace(".", "", 1).replace("-", "", 1).isdigit()
+    return cell == "-" or cell.rstrip("x*").replace(".", "", 1).replace("-", "", 1).isdigit()
 
 
 def write_json(path: str | Path, payload: dict) -> Path:

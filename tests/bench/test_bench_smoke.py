@@ -100,3 +100,14 @@ def test_table_and_number_formatting():
 def test_blas_thread_count_is_positive():
     n = numpy_blas_threads()
     assert isinstance(n, int) and n >= 1 and not math.isnan(n)
+
+
+def test_noisy_timings_are_marked():
+    from kiln.bench.report import fmt_timing, is_noisy
+    from kiln.bench.timing import Timing
+
+    steady = Timing((1.0e-3, 1.01e-3, 0.99e-3, 1.0e-3), number=1)
+    jumpy = Timing((1e-3, 1e-3, 9e-3, 9e-3), number=1)
+    assert not is_noisy(steady) and fmt_timing(steady, 1e-3) == "1.00"
+    assert is_noisy(jumpy) and fmt_timing(jumpy, 1e-3).endswith("*")
+    assert fmt_timing(None, 1e-3) == "-"
