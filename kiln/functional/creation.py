@@ -189,9 +189,11 @@ def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, *, dtype: Any
 
 def randperm(n: int, *, dtype: Any = None, device: Any = None, generator: Generator | None = None) -> Tensor:
     """A random permutation of 0..n-1 (argsort of uniform draws)."""
-    u = rand(n, dtype="float64", generator=generator)
-    return Tensor._wrap(np.argsort(u._data, kind="stable").astype(get_dtype(dtype or "int64").np),
-                        get_device(device))
+    dev = get_device(device)
+    u = rand(n, dtype="float64", device=dev, generator=generator)
+    # argsort is no primitive: reading the draws tells a tracer this value is data-dependent
+    order = dev.xp.argsort(u._concrete("randperm"), kind="stable")
+    return Tensor._wrap(order.astype(get_dtype(dtype or "int64").np), dev)
 
 
 _ = _math

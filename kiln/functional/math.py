@@ -471,7 +471,7 @@ def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = 
     x = _floating(x)
     axes = normalize_axes(dims, x.ndim, "logsumexp")
     m = amax(x, axes, True).detach()
-    m = where(isfinite(m), m, zeros_like_t(m))
+    m = where(isfinite(m), m, 0.0)  # a scalar, not a zeros array of a baked-in shape
     out = add(log(sum(exp(sub(x, m)), axes, True)), m)
     if not keep:
         from .shape import squeeze_dims  # noqa: PLC0415

@@ -369,16 +369,12 @@ def _tri_mask(x: Tensor, diagonal: int, upper: bool) -> Tensor:
 
 def tril(x: Tensor, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dims (zeros above `diagonal`)."""
-    from .math import zeros_like_t  # noqa: PLC0415
-
-    return where(_tri_mask(x, diagonal, upper=False), x, zeros_like_t(x))
+    return where(_tri_mask(x, diagonal, upper=False), x, False)  # False: the zero that keeps x's dtype
 
 
 def triu(x: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dims (zeros below `diagonal`)."""
-    from .math import zeros_like_t  # noqa: PLC0415
-
-    return where(_tri_mask(x, diagonal, upper=True), x, zeros_like_t(x))
+    return where(_tri_mask(x, diagonal, upper=True), x, False)  # False: the zero that keeps x's dtype
 
 
 def clone(x: Tensor) -> Tensor:

@@ -397,6 +397,8 @@ case("index_select", lambda L, x, i: L.index_select(x, 0, i), [S(4, 3), K([0, 2,
 case("index_select_0d", lambda L, x, i: L.index_select(x, 1, i), [S(2, 4), K(3)])
 case("index_select_dim1", lambda L, x, i: x.index_select(1, i), [S(2, 4, 3), K([3, 0, 3])])
 case("tril", lambda L, x: L.tril(x), [S(3, 4)], [S(2, 3, 3)], [S(4, 2)])
+case("tril_triu_int_bool", lambda L, i, m: (L.tril(i), L.triu(m, 1), L.tril(i.float(), -1)), [I((3, 4), 9), M((4, 3))],
+     grad=False)
 case("tril_diag", lambda L, x: L.tril(x, 1), [S(3, 4)])
 case("tril_neg_diag", lambda L, x: x.tril(-1), [S(3, 4)])
 case("triu", lambda L, x: L.triu(x), [S(3, 4)], [S(2, 3, 3)])
