@@ -406,6 +406,7 @@ case("triu_diag", lambda L, x: L.triu(x, -1), [S(3, 4)])
 case("triu_pos_diag", lambda L, x: x.triu(2), [S(4, 4)])
 case("masked_fill", lambda L, x, m: L.masked_fill(x, m, 0.5), [S(3, 4), M((3, 4))], [S(3, 4), M((1, 4))],
      [S(2, 3, 4), M((3, 1))])
+case("masked_fill_tensor_value", lambda L, x, m, v: L.masked_fill(x, m, v), [S(3, 4), M((3, 4)), S()])
 case("masked_fill_neg_inf_softmax", lambda L, x, m: L.softmax(x.masked_fill(m, float("-inf")), -1),
      [S(3, 4), K([[False, True, False, False], [True, False, True, False], [False, False, False, True]])])
 
@@ -426,6 +427,9 @@ case("index_bool_rows", lambda L, x, m: x[m], [S(4, 3), K([True, False, True, Tr
 case("index_slice_and_array", lambda L, x, i: x[1:, i], [S(3, 4), K([3, 0, 3])])
 case("index_array_then_slice", lambda L, x, i: x[i, :2], [S(3, 4), K([2, 2])])
 case("index_tensor_scalar", lambda L, x, i: x[i], [S(3, 4), K(1)])
+case("index_negative_array", lambda L, x, i: x[:, i], [S(2, 4), K([-1, 0, -4])])
+case("index_3d_mixed", lambda L, x, i: x[i, :, 1:], [S(3, 2, 4), K([[2], [0]])])
+case("index_bool_mask_3d", lambda L, x, m: x[m], [S(2, 3, 2), K([[True, False, True], [False, False, True]])])
 case("index_chain", lambda L, x: x[1:][0][::2], [S(3, 4)])
 
 
@@ -520,6 +524,7 @@ case("batch_norm_train", _bn_train, [S(4, 3), S(3), S(3)], [S(2, 3, 4, 4), S(3),
 case("batch_norm_train_noaffine", lambda L, x: L.batch_norm(x, None, None, training=True), [S(3, 2, 2, 2)])
 case("batch_norm_eval", _bn_eval, [S(4, 3), S(3), S(3), C(3), C(3, lo=0.5, hi=2.0)], [S(2, 3, 2, 2), S(3), S(3), C(3), C(3, lo=0.5, hi=2.0)])
 case("embedding", lambda L, i, w: L.embedding(i, w), [I((2, 3), 5), S(5, 4)], [I((4,), 3), S(3, 2)])
+case("embedding_3d_idx", lambda L, i, w: L.embedding(i, w), [I((2, 2, 3), 4), S(4, 3)])
 case("embedding_padding", lambda L, i, w: L.embedding(i, w, padding_idx=1),
      [K([[0, 1, 2], [1, 1, 4]]), S(5, 4)], fd=False)  # the padding row's gradient is zeroed by design
 case("one_hot", lambda L, i: L.one_hot(i, 5), [I((2, 3), 5)], [I((4,), 5)], grad=False)
@@ -569,6 +574,8 @@ case("sdpa", lambda L, q, k, v: L.scaled_dot_product_attention(q, k, v),
      [S(2, 3, 4, 8), S(2, 3, 5, 8), S(2, 3, 5, 6)], [S(4, 3), S(5, 3), S(5, 2)])
 case("sdpa_causal", lambda L, q, k, v: L.scaled_dot_product_attention(q, k, v, is_causal=True),
      [S(2, 2, 4, 8), S(2, 2, 4, 8), S(2, 2, 4, 3)], [S(1, 5, 4), S(1, 5, 4), S(1, 5, 4)])
+case("sdpa_causal_rect", lambda L, q, k, v: L.scaled_dot_product_attention(q, k, v, is_causal=True),
+     [S(2, 3, 4), S(2, 5, 4), S(2, 5, 2)])
 case("sdpa_bool_mask", lambda L, q, k, v, m: L.scaled_dot_product_attention(q, k, v, attn_mask=m),
      [S(2, 3, 4), S(2, 5, 4), S(2, 5, 3), K(np.tril(np.ones((3, 5), bool)) | np.eye(3, 5, 2, dtype=bool))])
 case("sdpa_float_mask", lambda L, q, k, v, m: L.scaled_dot_product_attention(q, k, v, attn_mask=m),
@@ -609,6 +616,7 @@ for _red in ("mean", "sum", "none"):
          [S(3, 4), R((3, 4), 0.0, 1.0), C(3, 1, lo=0.5, hi=2.0), C(4, lo=0.5, hi=3.0)])
 case("cross_entropy_all_ignored", lambda L, x, t: L.cross_entropy(x, t, label_smoothing=0.1), [S(2, 3), K([-100, -100])],
      fd=False)  # the mean over no entries is nan, but the gradient is 0
+case("cross_entropy_unbatched_probs", lambda L, x, t: L.cross_entropy(x, t, label_smoothing=0.05), [S(4), Probs((4,))])
 case("cross_entropy_unbatched", lambda L, x, t: L.cross_entropy(x, t), [S(4), K(2)])
 case("cross_entropy_big_logits", lambda L, x, t: L.cross_entropy(x * 50, t), [S(4, 5), I((4,), 5)])
 case("bce_logits_big", lambda L, x, y: L.binary_cross_entropy_with_logits(x * 40, y), [S(3, 4), R((3, 4), 0.0, 1.0)])
