@@ -10,17 +10,19 @@ import numpy as np
 class Device:
     """A device such as ``kiln.device("cpu")``. ``xp`` is its array module (numpy or cupy)."""
 
-    __slots__ = ("type", "index")
+    __slots__ = ("type", "index", "_xp")
 
     def __init__(self, type: str, index: int | None = None):
         self.type = type
         self.index = index
+        self._xp = np if type == "cpu" else None
 
     @property
     def xp(self) -> ModuleType:
-        if self.type == "cpu":
-            return np
-        return _cuda_module()
+        xp = self._xp
+        if xp is None:
+            xp = self._xp = _cuda_module()
+        return xp
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, str):

@@ -23,9 +23,17 @@ class Tensor:
     tensor([[2., 4.]])
     """
 
-    __slots__ = ("_data", "_device", "grad", "_hooks", "_ver", "_base", "_node",
-                 "requires_grad", "__weakref__")
+    # Only the array and device are set on every tensor; the autograd fields live in the
+    # instance __dict__ once set and default to these class attributes, which keeps creating
+    # a tensor (the hot path of eager mode) to two slot writes.
+    __slots__ = ("_data", "_device", "__dict__", "__weakref__")
     __array_ufunc__ = None  # make NumPy defer to our reflected operators
+    grad = None
+    _hooks = None
+    _ver = 0
+    _base = None
+    _node = None
+    requires_grad = False
 
     _data: Any
     _device: Device
@@ -332,12 +340,6 @@ class Tensor:
 def _init_from_array(t: Tensor, data: Any, device: Device, requires_grad: bool) -> None:
     t._data = data
     t._device = device
-    t.grad = None
-    t._hooks = None
-    t._ver = 0
-    t._base = None
-    t._node = None
-    t.requires_grad = False
     if requires_grad:
         t.requires_grad_(True)
 
@@ -469,3 +471,6 @@ def literal(value: Any, dtype: DType, device: Device) -> Tensor:
     t = Literal.__new__(Literal)
     _init_from_array(t, device.xp.asarray(value, dtype=dtype.np), device, False)
     return t
+
+
+primitive._Tensor = Tensor  # bind() creates outputs of this class

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from . import autograd
 from .functional import creation, math, shape
 from .ops import primitive
+from .ops.primitive import REGISTRY, bind_binary
 from .tensor import Tensor
 
 
@@ -75,12 +76,29 @@ Tensor.T = property(lambda self: shape.permute(self, tuple(reversed(range(self.n
 Tensor.mT = property(lambda self: shape.transpose(self, -2, -1))
 
 # ---- operators --------------------------------------------------------------------
-Tensor.__add__ = lambda a, b: math.add(a, b)
-Tensor.__radd__ = lambda a, b: math.add(b, a)
-Tensor.__sub__ = lambda a, b: math.sub(a, b)
-Tensor.__rsub__ = lambda a, b: math.sub(b, a)
-Tensor.__mul__ = lambda a, b: math.mul(a, b)
-Tensor.__rmul__ = lambda a, b: math.mul(b, a)
+def _operator(name: str, general: Callable, reflected: bool = False) -> Callable:
+    """An arithmetic dunder: two same-dtype tensors go straight to bind_binary."""
+    prim = REGISTRY[name]
+
+    if reflected:
+        def op(a: Tensor, b: Any) -> Tensor:
+            return general(b, a)
+        return op
+
+    def op(a: Tensor, b: Any) -> Tensor:  # noqa: F811
+        if isinstance(b, Tensor) and a._data.dtype is b._data.dtype:
+            return bind_binary(prim, a, b)
+        return general(a, b)
+
+    return op
+
+
+Tensor.__add__ = _operator("add", math.add)
+Tensor.__radd__ = _operator("add", math.add, reflected=True)
+Tensor.__sub__ = _operator("sub", math.sub)
+Tensor.__rsub__ = _operator("sub", math.sub, reflected=True)
+Tensor.__mul__ = _operator("mul", math.mul)
+Tensor.__rmul__ = _operator("mul", math.mul, reflected=True)
 Tensor.__truediv__ = lambda a, b: math.div(a, b)
 Tensor.__rtruediv__ = lambda a, b: math.div(b, a)
 Tensor.__floordiv__ = lambda a, b: math.floor_divide(a, b)

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dtypes import DType, bool_, default_float, get_dtype, promote, promote_with_scalar
-from ..ops.primitive import REGISTRY, ShapeError, bind, trace_state
+from ..ops.primitive import REGISTRY, ShapeError, bind, bind_binary, trace_state
 from ..tensor import Tensor, literal
 
 _P = REGISTRY
@@ -26,7 +26,21 @@ def _const(value: Any, dtype: DType, like: Tensor) -> Tensor:
     """
     if getattr(value, "expr", None) is not None and trace_state.tracer is not None:
         return bind(_P["full"], (), {"shape": (), "value": value, "dtype": dtype.name, "device": like._device})
+    kind = value.__class__
+    if kind is float or kind is int or kind is bool:
+        # literals are immutable and never escape, so equal scalars share one (keyed by repr
+        # for floats, which keeps 0.0 and -0.0 apart)
+        key = (repr(value) if kind is float else value, kind, dtype.name, like._device)
+        found = _LITERALS.get(key)
+        if found is None:
+            if len(_LITERALS) > 4096:
+                _LITERALS.clear()
+            found = _LITERALS[key] = literal(value, dtype, like._device)
+        return found
     return literal(value, dtype, like._device)
+
+
+_LITERALS: dict = {}
 
 
 def _as_tensor(x: Any) -> Tensor:
@@ -63,8 +77,9 @@ def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
 
 
 def _binary(name: str, a: Any, b: Any) -> Tensor:
-    a, b = _operands(a, b)
-    return bind(_P[name], (a, b), {})
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype is b._data.dtype):
+        a, b = _operands(a, b)
+    return bind_binary(_P[name], a, b)
 
 
 def _floating(x: Any) -> Tensor:

@@ -89,51 +89,86 @@ def _kernel_failed(prim: Primitive, inputs: tuple, params: dict, exc: Exception)
     return exc
 
 
+_Tensor: Any = None  # kiln.tensor.Tensor, installed by kiln/tensor.py (an import here would cycle)
+_new = object.__new__
+_ndarray = np.ndarray
+_grad_state = autograd._state
+
+
+def _raise_kernel_error(prim: Primitive, inputs: tuple, params: dict, exc: Exception) -> None:
+    err = _kernel_failed(prim, inputs, params, exc)
+    if err is exc:
+        raise exc
+    raise err from None
+
+
+def _mark_view(prim: Primitive, inputs: tuple, data: Any, out: Any, device: Any) -> None:
+    """Share the version counter with input 0 only when `data` really shares its memory."""
+    src = inputs[0]._data
+    owner = getattr(data, "base", None)
+    # advanced indexing and reshapes of non-contiguous data copy: writing to such a copy
+    # must not look like writing to the input
+    if owner is not None and (owner is src or owner is src.base or device.xp.may_share_memory(data, src)):
+        base = inputs[0]
+        out._base = base._base if base._base is not None else base
+
+
 def bind(prim: Primitive, inputs: tuple, params: dict) -> Tensor:
     """Apply `prim` to tensors `inputs` with static `params`; the core of eager execution."""
-    from ..tensor import Tensor  # noqa: PLC0415 - cycle: Tensor methods call bind
-
     if inputs:
         device = inputs[0]._device
-        arrays = [t._data for t in inputs]
+        try:
+            if params:
+                data = prim.kernel(device._xp or device.xp, *[t._data for t in inputs], **params)
+            elif len(inputs) == 2:
+                data = prim.kernel(device._xp or device.xp, inputs[0]._data, inputs[1]._data)
+            else:
+                data = prim.kernel(device._xp or device.xp, *[t._data for t in inputs])
+        except Exception as exc:  # noqa: BLE001 - re-raised with a clearer message when possible
+            _raise_kernel_error(prim, inputs, params, exc)
     else:
         device = params["device"]
-        arrays = []
-    try:
-        data = prim.kernel(device.xp, *arrays, **params)
-    except Exception as exc:  # noqa: BLE001 - re-raised with a clearer message when possible
-        err = _kernel_failed(prim, inputs, params, exc)
-        if err is exc:
-            raise
-        raise err from None
-    if type(data) is not np.ndarray and device.type == "cpu":
+        data = prim.kernel(device.xp, **params)
+    if data.__class__ is not _ndarray and device.type == "cpu":
         data = np.asarray(data)
-    out = Tensor.__new__(Tensor)
+    out = _new(_Tensor)
     out._data = data
     out._device = device
-    out.grad = None
-    out._hooks = None
-    out._ver = 0
-    out._base = None
-    out._node = None
-    out.requires_grad = False
     if prim.is_view and inputs:
-        src = inputs[0]._data
-        owner = getattr(data, "base", None)
-        # only a real view shares the version counter: advanced indexing and reshapes of
-        # non-contiguous data copy, and writing to such a copy must not look like writing to x
-        if owner is not None and (owner is src or owner is src.base or device.xp.may_share_memory(data, src)):
-            base = inputs[0]
-            out._base = base._base if base._base is not None else base
-    if autograd._state.enabled and data.dtype.kind == "f":  # int/bool results never need grads
-        for t in inputs:
-            if t.requires_grad:
+        _mark_view(prim, inputs, data, out, device)
+    for t in inputs:
+        if t.requires_grad:
+            if _grad_state.enabled and data.dtype.kind == "f":  # int/bool results never need grads
                 out.requires_grad = True
                 out._node = Node(prim, inputs, params, out)
-                break
+            break
     tracer = trace_state.tracer
     if tracer is not None:
         tracer.record(prim, inputs, params, out)
+    return out
+
+
+_NO_PARAMS: dict = {}
+
+
+def bind_binary(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
+    """`bind` for a two-input primitive without params (the arithmetic operators' fast path)."""
+    device = a._device
+    try:
+        data = prim.kernel(device._xp or device.xp, a._data, b._data)
+    except Exception as exc:  # noqa: BLE001
+        _raise_kernel_error(prim, (a, b), _NO_PARAMS, exc)
+    if data.__class__ is not _ndarray and device.type == "cpu":
+        data = np.asarray(data)
+    out = _new(_Tensor)
+    out._data = data
+    out._device = device
+    if (a.requires_grad or b.requires_grad) and _grad_state.enabled and data.dtype.kind == "f":
+        out.requires_grad = True
+        out._node = Node(prim, (a, b), _NO_PARAMS, out)
+    tracer = trace_state.tracer
+    if tracer is not None:
+        tracer.record(prim, (a, b), _NO_PARAMS, out)
     return out
 
 
