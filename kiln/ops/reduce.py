@@ -1,6 +1,10 @@
 """Reduction primitives: sum, max, argmax and cumsum over normalized axes."""
 from __future__ import annotations
 
+import itertools
+import math
+from typing import Any
+
 from ..dtypes import int64
 from .elementwise import F
 from .primitive import AbstractValue, Primitive, ShapeError
@@ -18,6 +22,32 @@ def _check_axes(op: str, shape: tuple, axes: tuple) -> None:
             raise ShapeError(f"{op}: axis {a} is out of range for a tensor of shape {tuple(shape)}")
 
 
+_WINDOW_LIMIT = 16  # reduce at most this many elements per output by elementwise chaining
+
+
+def window_reduce(xp: Any, ufunc: Any, x: Any, axes: tuple, keepdims: bool) -> Any:
+    """Reduce a few small axes of a large (often strided) array by chaining `ufunc` over slices.
+
+    NumPy's generic reduction over several non-contiguous axes is slow (pooling windows of
+    an unfold2d view: ~30x slower); combining the k*k window slices elementwise is fast.
+    Returns None when the generic reduction is the better choice.
+    """
+    sizes = [x.shape[a] for a in axes]
+    count = math.prod(sizes)
+    if not 2 <= count <= _WINDOW_LIMIT or len(axes) == x.ndim or x.size < 4096 * count:
+        return None
+    out = None
+    for combo in itertools.product(*[range(n) for n in sizes]):
+        index = [slice(None)] * x.ndim
+        for a, i in zip(axes, combo):
+            index[a] = i
+        part = x[tuple(index)]
+        out = part.copy() if out is None else ufunc(out, part, out=out)
+    if keepdims:
+        out = out.reshape(reduced_shape(x.shape, axes, True))
+    return out
+
+
 class Sum(Primitive):
     """sum(x, axes=(normalized ints), keepdims)."""
 
@@ -29,6 +59,10 @@ class Sum(Primitive):
         return AbstractValue(reduced_shape(x.shape, axes, keepdims), dtype)
 
     def kernel(self, xp, x, *, axes, keepdims):
+        if x.dtype.kind == "f":
+            fast = window_reduce(xp, xp.add, x, axes, keepdims)
+            if fast is not None:
+                return fast
         return xp.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind != "b" else None)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):
@@ -81,7 +115,8 @@ class Max(Primitive):
         return AbstractValue(reduced_shape(x.shape, axes, keepdims), x.dtype)
 
     def kernel(self, xp, x, *, axes, keepdims):
-        return xp.max(x, axis=axes, keepdims=keepdims)
+        fast = window_reduce(xp, xp.maximum, x, axes, keepdims)
+        return fast if fast is not None else xp.max(x, axis=axes, keepdims=keepdims)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):
         x = inputs[0]
