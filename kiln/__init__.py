@@ -32,4 +32,4 @@ def get_default_dtype() -> DType:
 
 from .jit import (CompilationStats, CompiledFunction, GraphBreakError, JITFunction, JITModule,  # noqa: E402
                   compile, djit, jit, xpr)
-from . import data, models, nn, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`
+from . import data, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`

@@ -1,7 +1,6 @@
 """Tensor creation: constant fills, ranges, and random draws from the counter-based stream."""
 from __future__ import annotations
 
-import math as _math
 from typing import Any
 
 import numpy as np
@@ -194,6 +193,3 @@ def randperm(n: int, *, dtype: Any = None, device: Any = None, generator: Genera
     # argsort is no primitive: reading the draws tells a tracer this value is data-dependent
     order = dev.xp.argsort(u._concrete("randperm"), kind="stable")
     return Tensor._wrap(order.astype(get_dtype(dtype or "int64").np), dev)
-
-
-_ = _math

@@ -8,10 +8,9 @@ from .. import autograd
 from ..ops.primitive import REGISTRY, ShapeError, bind
 from ..tensor import Tensor
 from .activations import softmax
-from .creation import arange, ones, rand, zeros
-from .math import (add, amax, cast, div, eq, ge, logical_not, matmul, mean, mul, rsqrt, sub, sum, var,
-                   where)
-from .shape import bind_index, expand, masked_fill, pad, reshape, squeeze, swapaxes, transpose, tril, unsqueeze
+from .creation import arange, ones, rand
+from .math import (add, amax, cast, div, eq, ge, logical_not, matmul, mean, mul, rsqrt, sub, sum, where)
+from .shape import bind_index, masked_fill, pad, reshape, squeeze, swapaxes, transpose, tril, unsqueeze
 
 _P = REGISTRY
 
@@ -289,6 +288,3 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return matmul(attn, v)
-
-
-_unused = (expand, zeros)

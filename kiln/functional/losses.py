@@ -1,12 +1,11 @@
 """Loss functions with PyTorch's semantics (reduction, weights, ignore_index, smoothing)."""
 from __future__ import annotations
 
-from typing import Any
 
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .activations import log_softmax
-from .math import (abs, add, cast, div, exp, log1p, logical_not, mean, mul, ne, neg, relu, sub, sum,
+from .math import (abs, add, cast, div, exp, log1p, mean, mul, ne, neg, relu, sub, sum,
                    where)
 from .shape import gather, squeeze, unsqueeze
 
@@ -144,6 +143,3 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     if weight is not None:
         loss = mul(loss, weight)
     return _reduce(loss, reduction)
-
-
-_unused: Any = logical_not

@@ -605,21 +605,6 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     return sum(mul(a, b))
 
 
-class _no_grad:
-    """Local no_grad that avoids importing kiln.autograd names into the public namespace."""
-
-    def __enter__(self) -> None:
-        from .. import autograd  # noqa: PLC0415
-
-        self._prev = autograd._state.enabled
-        autograd._state.enabled = False
-
-    def __exit__(self, *exc: object) -> None:
-        from .. import autograd  # noqa: PLC0415
-
-        autograd._state.enabled = self._prev
-
-
 def sum_to(g: Tensor, shape: Sequence[int]) -> Tensor:
     """Sum `g` down to `shape` (the inverse of broadcasting), used by VJPs."""
     shape = tuple(shape)

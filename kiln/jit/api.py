@@ -13,7 +13,6 @@ import time
 import warnings
 from typing import Any, Callable
 
-import numpy as np
 
 from .. import autograd
 from ..device import cuda_is_available
@@ -563,6 +562,3 @@ def trace_graph(fn: Callable, *args: Any, **kwargs: Any) -> Graph:
 def xpr(fn: Callable, *primals: Any) -> str:
     """The xpr text (JAX-like) of fn's graph on example inputs `primals`."""
     return trace_graph(fn, *primals).to_text()
-
-
-_ = np

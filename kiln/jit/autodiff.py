@@ -10,7 +10,6 @@ share one definition of every gradient.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .. import autograd
 from ..functional.math import add
@@ -115,6 +114,3 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
     n_outputs = len(forward.outputs)
     forward.outputs = forward.outputs + list(bt.residual_order)
     return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs)
-
-
-_ = Any

@@ -12,7 +12,6 @@ import os
 import sys
 from typing import Any
 
-import numpy as np
 
 from ..ops.primitive import REGISTRY, AbstractValue, Primitive, trace_state
 from ..tensor import Tensor
@@ -170,6 +169,3 @@ class Tracer:
 def symbolic_shape(shape: tuple, dims: dict[int, str]) -> tuple:
     """A shape with the dims named in `dims` replaced by SymInts."""
     return tuple(SymInt(d, Expr.sym(dims[i])) if i in dims else d for i, d in enumerate(shape))
-
-
-_ = np

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 
 from ..dtypes import bool_, get_dtype
 from .primitive import AbstractValue, Primitive, ShapeError
