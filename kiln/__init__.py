@@ -5,6 +5,7 @@
 >>> (x.relu() ** 2).sum().backward()
 """
 from . import dtypes as _dtypes
+from .allocator import tune_allocator as _tune_allocator
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .device import Device, cuda_is_available, get_device
 from .dtypes import DType, bool_, float16, float32, float64, int32, int64
@@ -25,6 +26,7 @@ int = int32  # noqa: A001
 device = get_device
 
 __version__ = "0.1.0"
+_tune_allocator()
 
 
 def get_default_dtype() -> DType:
