@@ -25,6 +25,7 @@ from .executor import FallbackEntry, InferenceEntry, OutputLayout, TrainingEntry
 from .ir import Graph, InputSpec
 from .passes import DeadNodeElim, NoGradStrip, PassLog, Pipeline, inference_pipeline, logging_passes, \
     run_pass, training_pipeline
+from . import debug
 from .pytree import flatten
 from .trace import Tracer, symbolic_shape
 
@@ -249,6 +250,7 @@ class JITFunction:
             out_leaves, out_treedef = flatten(result)
             out_tensors = [t for t in out_leaves if isinstance(t, Tensor)]
             tracer.set_outputs(out_tensors)
+            debug.log_trace(self.__name__, tracer.graph, tracer.graph_break)
             if tracer.graph_break is not None:
                 entry: Any = FallbackEntry(tracer.graph_break)
                 self._warn_once("fallback", f"kiln.compile({self.__name__}): falling back to eager for this "
@@ -293,6 +295,7 @@ class JITFunction:
                 forward = run_pass(inference_pipeline(self.passes), graph)
             entry = InferenceEntry(forward, self._lower(forward), layout, device)
         self._pass_logs[key] = log
+        debug.log_passes(self.__name__, log, backward_log if training else None)
         text = (f"  compiled a {entry.kind} plan ({self.backend_name}): {len(graph.nodes)} traced nodes -> "
                 f"{len(entry.graph.nodes)} forward nodes\n  forward passes:\n{log}")
         if training:
@@ -323,6 +326,7 @@ class JITFunction:
                         f"{dim} of argument {arg} keeps changing. Mark it dynamic to share one plan: "
                         f"dynamic_dims={{{arg}: {{{dim}: 'n'}}}}"), stacklevel=5)
         self.stats.miss_reasons.append(reasons)
+        debug.log_miss(self.__name__, self.stats.misses + 1, reasons)
         self._history.append(f"miss #{self.stats.misses + 1}: " + "; ".join(reasons))
 
     def _warn_once(self, tag: str, message: str, stacklevel: int = 4) -> None:
@@ -392,9 +396,24 @@ class JITModule(JITFunction):
         return self._module.forward(*args, **kwargs)
 
     def _module_key(self) -> tuple:
+        """(structure version, training flags and plain attributes, param requires_grad flags).
+
+        The tree walk reruns only when some module changed (MutationEpoch moved); the
+        parameters' requires_grad flags are read on every call.
+        """
+        from ..nn.module import MutationEpoch  # noqa: PLC0415
+
+        cached = self.__dict__.get("_module_key_cache")
+        if cached is None or cached[0] != MutationEpoch.value:
+            version, flags = self._walk_module()
+            params = [p for p in self._module.parameters()]
+            cached = (MutationEpoch.value, version, flags, params)
+            object.__setattr__(self, "_module_key_cache", cached)
+        return (cached[1], cached[2], tuple([p.requires_grad for p in cached[3]]))
+
+    def _walk_module(self) -> tuple[int, tuple]:
         version = 0
-        training = []
-        frozen = []
+        training: list = []
         stack = [self._module]
         while stack:
             m = stack.pop()
@@ -404,11 +423,8 @@ class JITModule(JITFunction):
             for name, value in m.__dict__.items():  # plain Python attributes the forward may read
                 if not name.startswith("_") and name != "training" and isinstance(value, _SCALARS):
                     training.append((name, _static_key(value)))
-            for p in m._parameters.values():
-                if p is not None:
-                    frozen.append(p.requires_grad)
             stack.extend(c for c in m._modules.values() if c is not None)
-        return (version, tuple(training), tuple(frozen))
+        return version, tuple(training)
 
     def _extra_inputs(self, tracer: Tracer) -> None:
         for name, p in self._module.named_parameters():
@@ -501,12 +517,14 @@ class DynamicJITFunction(JITFunction):
         tracer.set_outputs([t for t in flatten(result)[0] if isinstance(t, Tensor)])
         with self._lock:
             self.stats.traces += 1
+            debug.log_trace(self.__name__, tracer.graph)
             graph = run_pass(Pipeline([NoGradStrip(), DeadNodeElim()]), tracer.graph)
             h = graph.structure_hash()
             if h in self._plans:
                 self.stats.hits += 1
             else:
                 self.stats.misses += 1
+                debug.log_miss(self.__name__, self.stats.misses, ["new graph structure"])
                 self._plans[h] = self._lower(run_pass(inference_pipeline(), graph))
                 if self.show_graph:
                     print(graph.to_text())

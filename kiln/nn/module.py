@@ -22,6 +22,17 @@ from .state_dict import IncompatibleKeys, load_state_dict_into
 # larger value, so the newest stamp in a module tree changes whenever the tree does.
 _structure_clock = itertools.count(1)
 
+
+class MutationEpoch:
+    """A process-wide counter bumped by any change to any module: attributes, registries,
+    hooks or training mode. The JIT re-derives a module's cache-key fields only when it moved."""
+
+    value = 0
+
+    @classmethod
+    def bump(cls) -> None:
+        cls.value += 1
+
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
 
 
@@ -144,6 +155,7 @@ class Module:
     # ---- structure version ----------------------------------------------------------
     def _bump_structure(self) -> None:
         object.__setattr__(self, "_structure_version", next(_structure_clock))
+        MutationEpoch.bump()
 
     def __setstate__(self, state: dict) -> None:
         # Unpickled or deep-copied: take a fresh stamp, since a stamp from another process
@@ -236,6 +248,7 @@ class Module:
                 self._bump_structure()
         else:
             object.__setattr__(self, name, value)
+        MutationEpoch.bump()
 
     def _forget(self, name: str, keep: str) -> None:
         """Drop `name` from the plain attributes and every registry but `keep`."""
@@ -266,6 +279,7 @@ class Module:
                 self._bump_structure()
                 return
         object.__delattr__(self, name)
+        MutationEpoch.bump()
 
     def __dir__(self) -> list[str]:
         names = set(super().__dir__())
@@ -367,6 +381,7 @@ class Module:
             raise ValueError(f"training mode is expected to be a bool, got {type(mode).__name__}")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
+        MutationEpoch.bump()
         return self
 
     def eval(self) -> Module:
