@@ -133,12 +133,13 @@ class JITFunction:
         self._dim_misses: dict[tuple[int, int], int] = {}
         self._warned: set[str] = set()
         self._free_vars = _free_variables(fn)
+        self._positional_treedefs: dict[int, Any] = {}
 
     # ---- the call path --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if trace_state.tracer is not None:  # inside another trace: inline, so the outer graph sees it
             return self._call_eager(args, kwargs)
-        leaves, treedef = flatten((args, kwargs))
+        leaves, treedef = self._flatten_call(args, kwargs)
         key, dims = self._make_key(args, leaves, treedef)
         entry = self._cache.get(key)
         if entry is not None:
@@ -153,6 +154,19 @@ class JITFunction:
                 self.stats.total_cached_exec_time_ms += (time.perf_counter() - start) * 1e3
             return out
         return self._compile_and_run(key, dims, args, kwargs, leaves, treedef)
+
+    def _flatten_call(self, args: tuple, kwargs: dict) -> tuple[list, Any]:
+        """flatten((args, kwargs)), with a shortcut for the common all-tensor positional call."""
+        if not kwargs:
+            for a in args:
+                if not isinstance(a, Tensor):
+                    break
+            else:
+                treedef = self._positional_treedefs.get(len(args))
+                if treedef is None:
+                    treedef = self._positional_treedefs[len(args)] = flatten((args, kwargs))[1]
+                return list(args), treedef
+        return flatten((args, kwargs))
 
     def _call_eager(self, args: tuple, kwargs: dict) -> Any:
         return self._fn(*args, **kwargs)

@@ -56,8 +56,11 @@ class OutputLayout:
         self.tensor_slots = tensor_slots  # leaf position of each tensor output, in graph output order
         self.statics = statics  # leaf position -> non-tensor value
         self.arg_alias = arg_alias  # graph output index -> input leaf index (output *is* an input)
+        self.single = treedef.kind == "leaf" and len(tensor_slots) == 1
 
     def build(self, tensors: list[Tensor], leaves: list) -> Any:
+        if self.single:  # the function returned one tensor
+            return tensors[0] if not self.arg_alias else leaves[self.arg_alias[0]]
         out: list[Any] = [None] * self.treedef.num_leaves
         for pos, value in self.statics.items():
             out[pos] = value
