@@ -161,7 +161,7 @@ class Sigmoid(Unary):
 class Relu(Unary):
     name = "relu"
     saves_output = True
-    c_expr = "({0} > 0 ? {0} : 0)"
+    c_expr = "(({0} > 0 || {0} != {0}) ? {0} : 0)"  # NaN propagates, as np.maximum
 
     def kernel(self, xp, x):
         return xp.maximum(x, 0).astype(x.dtype, copy=False)
@@ -224,7 +224,7 @@ class Abs(Unary):
 
 class Sign(Unary):
     name = "sign"
-    c_expr = "(({0} > 0) - ({0} < 0))"
+    c_expr = "({0} != {0} ? {0} : (({0} > 0) - ({0} < 0)))"
 
     def kernel(self, xp, x):
         return xp.sign(x)
@@ -404,7 +404,7 @@ class _Extremum(Binary):
 
 class Maximum(_Extremum):
     name = "maximum"
-    c_expr = "({0} > {1} ? {0} : {1})"
+    c_expr = "(({0} > {1} || {0} != {0}) ? {0} : {1})"  # NumPy: NaN wins, ties give {1}
     _wins = "gt"
 
     def kernel(self, xp, a, b):
@@ -413,7 +413,7 @@ class Maximum(_Extremum):
 
 class Minimum(_Extremum):
     name = "minimum"
-    c_expr = "({0} < {1} ? {0} : {1})"
+    c_expr = "(({0} < {1} || {0} != {0}) ? {0} : {1})"
     _wins = "lt"
 
     def kernel(self, xp, a, b):
