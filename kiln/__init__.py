@@ -35,3 +35,6 @@ def get_default_dtype() -> DType:
 from .jit import (CompilationStats, CompiledFunction, GraphBreakError, JITFunction, JITModule,  # noqa: E402
                   compile, djit, jit, xpr)
 from . import data, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`
+from .io import load, save  # noqa: E402 - weights I/O in safetensors (never pickle)
+from .interop import from_dlpack  # noqa: E402 - also attaches Tensor.__dlpack__ / __dlpack_device__
+from . import io  # noqa: E402,F401

@@ -1,0 +1,224 @@
+"""The safetensors file format, read and written with NumPy alone (no pickle, no third-party code).
+
+A file is::
+
+    8 bytes    little-endian uint64 N: the length of the JSON header
+    N bytes    JSON: {name: {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
+                      "__metadata__": {str: str}}   (padded with spaces to a multiple of 8)
+    the rest   the raw little-endian bytes of every tensor, C order, at data_offsets
+               (relative to the start of this byte buffer)
+
+This is the format of https://github.com/huggingface/safetensors, so files move
+freely between kiln, PyTorch, JAX and NumPy users.
+
+>>> write_arrays({"w": np.ones((2, 3), np.float32)}, "model.safetensors", {"format": "kiln"})
+>>> arrays, metadata = read_arrays("model.safetensors")
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import struct
+import uuid
+from typing import Any, BinaryIO, Mapping
+
+import numpy as np
+
+# safetensors dtype tag <-> little-endian NumPy dtype, for the dtypes kiln has
+DTYPE_OF_TAG: dict[str, np.dtype] = {
+    "BOOL": np.dtype("bool"),
+    "F16": np.dtype("<f2"),
+    "F32": np.dtype("<f4"),
+    "F64": np.dtype("<f8"),
+    "I32": np.dtype("<i4"),
+    "I64": np.dtype("<i8"),
+}
+TAG_OF_DTYPE: dict[np.dtype, str] = {dt.newbyteorder("="): tag for tag, dt in DTYPE_OF_TAG.items()}
+
+METADATA_KEY = "__metadata__"
+MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit: anything larger is not a header
+_ALIGNMENT = 8
+
+
+class SafetensorsError(ValueError):
+    """A file that is not a valid safetensors file (bad header, offsets or dtype)."""
+
+
+# ---- writing --------------------------------------------------------------------------
+def write_arrays(arrays: Mapping[str, np.ndarray], path: str | os.PathLike,
+                 metadata: Mapping[str, str] | None = None) -> None:
+    """Write NumPy arrays to `path` as safetensors, names sorted; replaces the file atomically."""
+    names = sorted(arrays)
+    header: dict[str, Any] = {}
+    if metadata:
+        header[METADATA_KEY] = _check_metadata(metadata)
+    blobs: list[bytes] = []
+    offset = 0
+    for name in names:
+        array = np.asarray(arrays[name])
+        tag = _tag_of(name, array.dtype)
+        data = array.astype(DTYPE_OF_TAG[tag], copy=False).tobytes(order="C")
+        header[name] = {"dtype": tag, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % _ALIGNMENT)  # keep the byte buffer 8-byte aligned, as the reference does
+    _write_atomically(path, [struct.pack("<Q", len(text)), text, *blobs])
+
+
+def _tag_of(name: str, dtype: np.dtype) -> str:
+    tag = TAG_OF_DTYPE.get(dtype.newbyteorder("="))
+    if tag is None:
+        supported = ", ".join(str(d) for d in TAG_OF_DTYPE)
+        raise TypeError(f"cannot save {name!r}: dtype {dtype} has no safetensors tag kiln writes "
+                        f"(supported: {supported}); convert it first, e.g. tensor.float()")
+    return tag
+
+
+def _check_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a dict of str to str, got {type(metadata).__name__}")
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"metadata must map str to str (safetensors stores text only), got "
+                            f"{key!r}: {value!r}; convert values with str() or json.dumps()")
+    return dict(metadata)
+
+
+def _write_atomically(path: str | os.PathLike, parts: list[bytes]) -> None:
+    """Write to a temporary file next to `path`, then rename: readers never see half a file."""
+    target = os.fspath(path)
+    folder, base = os.path.split(os.path.abspath(target))
+    tmp = os.path.join(folder, f".{base}.{uuid.uuid4().hex[:12]}.tmp")  # open() keeps the umask's mode
+    try:
+        with open(tmp, "xb") as f:
+            for part in parts:
+                f.write(part)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---- reading --------------------------------------------------------------------------
+def read_arrays(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Read every array (writable, native byte order, in file order) and the metadata of a safetensors file."""
+    with _open(path) as f:
+        header, data_start, data_size = _read_header(f, path)
+        metadata = header.pop(METADATA_KEY, None) or {}
+        entries = [(name, _parse_entry(name, entry, data_size, path)) for name, entry in header.items()]
+        _check_coverage([e for _, e in entries], data_size, path)
+        arrays = {}
+        for name, (dtype, shape, begin, end) in entries:
+            arrays[name] = _read_array(f, data_start + begin, end - begin, dtype, shape, name, path)
+    return arrays, metadata
+
+
+def read_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The ``__metadata__`` dict of a safetensors file (empty when it has none), without reading the data."""
+    with _open(path) as f:
+        header, _, _ = _read_header(f, path)
+    return header.get(METADATA_KEY) or {}
+
+
+def _open(path: str | os.PathLike) -> BinaryIO:
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such file: expected a .safetensors file written by "
+                                "kiln.save or the safetensors library", os.fspath(path)) from None
+
+
+def _not_safetensors(path: Any, why: str) -> SafetensorsError:
+    return SafetensorsError(f"{os.fspath(path)!r} is not a safetensors file ({why}); kiln.load reads files "
+                            "written by kiln.save or safetensors' save_file (it never loads pickles such "
+                            "as torch.save's .pt files: convert those with safetensors.torch.save_file)")
+
+
+def _read_header(f: BinaryIO, path: Any) -> tuple[dict[str, Any], int, int]:
+    """(header dict, where the byte buffer starts, its size)."""
+    file_size = os.fstat(f.fileno()).st_size
+    prefix = f.read(8)
+    if len(prefix) < 8:
+        raise _not_safetensors(path, f"it has {file_size} bytes, fewer than the 8-byte header length")
+    (length,) = struct.unpack("<Q", prefix)
+    if length > MAX_HEADER_BYTES or length > file_size - 8:
+        raise _not_safetensors(path, f"the header length field says {length} bytes, but the file has "
+                                     f"{file_size} bytes")
+    raw = f.read(length)
+    try:
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _not_safetensors(path, f"the header is not valid UTF-8 JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise _not_safetensors(path, f"the header is a JSON {type(header).__name__}, expected an object")
+    metadata = header.get(METADATA_KEY)
+    if metadata is not None and not (isinstance(metadata, dict)
+                                     and all(isinstance(v, str) for v in metadata.values())):
+        raise _not_safetensors(path, f"{METADATA_KEY} must be an object of strings, got {metadata!r}")
+    return header, 8 + length, file_size - 8 - length
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _parse_entry(name: str, entry: Any, data_size: int, path: Any) -> tuple[np.dtype, tuple, int, int]:
+    """Validate one header entry: (dtype, shape, begin, end)."""
+    if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
+        raise _not_safetensors(path, f"entry {name!r} is {entry!r}, expected "
+                                     "{'dtype': ..., 'shape': [...], 'data_offsets': [begin, end]}")
+    tag, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if tag not in DTYPE_OF_TAG:
+        raise SafetensorsError(f"{os.fspath(path)!r}: tensor {name!r} has dtype {tag}, which kiln does not "
+                               f"support (supported: {', '.join(DTYPE_OF_TAG)}); convert it before saving, "
+                               "e.g. torch: tensor.float()")
+    if not (isinstance(shape, list) and all(_is_count(d) for d in shape)):
+        raise _not_safetensors(path, f"tensor {name!r} has shape {shape!r}, expected a list of sizes >= 0")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):
+        raise _not_safetensors(path, f"tensor {name!r} has data_offsets {offsets!r}, expected [begin, end]")
+    dtype = DTYPE_OF_TAG[tag]
+    begin, end = offsets
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if end - begin != nbytes or end > data_size:
+        raise _not_safetensors(path, f"tensor {name!r} ({tag}, shape {shape}) needs {nbytes} bytes, but "
+                                     f"data_offsets {offsets} in a {data_size}-byte buffer do not fit")
+    return dtype, tuple(shape), begin, end
+
+
+def _is_count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _check_coverage(entries: list[tuple[np.dtype, tuple, int, int]], data_size: int, path: Any) -> None:
+    """Tensors must tile the byte buffer exactly: no overlaps, no gaps, no trailing bytes."""
+    position = 0
+    for _, _, begin, end in sorted(entries, key=lambda e: (e[2], e[3])):
+        if begin != position:
+            raise _not_safetensors(path, f"tensor data overlaps or leaves a gap at byte {position}")
+        position = end
+    if position != data_size:
+        raise _not_safetensors(path, f"the tensors cover {position} bytes of a {data_size}-byte buffer")
+
+
+def _read_array(f: BinaryIO, start: int, nbytes: int, dtype: np.dtype, shape: tuple, name: str,
+                path: Any) -> np.ndarray:
+    """Read straight into a fresh aligned array (no intermediate bytes object)."""
+    array = np.empty(shape, dtype=dtype)
+    if nbytes:
+        f.seek(start)
+        got = f.readinto(array.reshape(-1).view(np.uint8))
+        if got != nbytes:
+            raise _not_safetensors(path, f"tensor {name!r} is truncated: read {got} of {nbytes} bytes")
+    if dtype.kind == "b" and array.size and array.view(np.uint8).max() > 1:
+        raise _not_safetensors(path, f"BOOL tensor {name!r} holds bytes other than 0 and 1")
+    if not dtype.isnative:
+        array = array.astype(dtype.newbyteorder("="))
+    return array
