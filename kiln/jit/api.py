@@ -183,6 +183,7 @@ class JITFunction:
         tensors = []
         aliasing = []
         seen: dict[int, int] = {}
+        owners: dict[int, int] = {}  # id(memory owner) -> first leaf whose memory it holds
         dims: dict[str, int] | None = {} if dyn_leaves else None
         for i, x in enumerate(leaves):
             if isinstance(x, Tensor):
@@ -196,7 +197,8 @@ class JITFunction:
                         dims[name] = shape[d]  # type: ignore[index]
                     shape = tuple(dyn.get(d, s) for d, s in enumerate(shape))
                 tensors.append((i, shape, x._data.dtype.str, str(x._device), x.requires_grad))
-                aliasing.append(seen.setdefault(id(x), i))
+                owner = x._base if x._base is not None else x  # views of one tensor share memory
+                aliasing.append((seen.setdefault(id(x), i), owners.setdefault(id(owner), i)))
             else:
                 statics.append(_static_key(x))
         if self._free_vars:

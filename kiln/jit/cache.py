@@ -15,7 +15,7 @@ class CacheKey(NamedTuple):
     structure: Any  # pytree structure of (args, kwargs)
     statics: tuple  # values of the non-tensor leaves
     tensors: tuple  # (leaf index, shape with symbolic dims, dtype, device, requires_grad) per tensor
-    aliasing: tuple  # for each tensor leaf, the first leaf index holding the same tensor
+    aliasing: tuple  # per tensor leaf: (first leaf holding the same tensor, first leaf sharing its memory)
     grad_enabled: bool
     module: tuple  # (structure version, training flags, param requires_grad flags) or ()
     backend: str

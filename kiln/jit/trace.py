@@ -49,6 +49,9 @@ class Tracer:
         self.graph_break: str | None = None
         self.inputs_by_tensor: dict[int, int] = {}  # id(tensor) -> index into graph.inputs
         self.symbolic = False
+        self.views: dict[int, list[Tensor]] = {}  # id(memory owner) -> traced tensors sharing its memory
+        self.input_owners: dict[int, int] = {}  # id(memory owner) -> how many distinct inputs share it
+        self.stale: set[int] = set()  # ids of traced tensors whose memory an in-place write changed
 
     # ---- activation ---------------------------------------------------------------
     def __enter__(self) -> "Tracer":
@@ -70,6 +73,8 @@ class Tracer:
             self.graph.requires_grad.add(value.id)
         self._bind(tensor, value)
         self.inputs_by_tensor.setdefault(id(tensor), len(self.graph.inputs) - 1)
+        owner = id(tensor._base if tensor._base is not None else tensor)
+        self.input_owners[owner] = self.input_owners.get(owner, 0) + 1
         return value
 
     def _bind(self, tensor: Tensor, value: Value) -> None:
@@ -81,6 +86,9 @@ class Tracer:
         """The value of a tensor: known, or a captured outside tensor / baked literal."""
         v = self.env.get(id(t))
         if v is not None:
+            if self.stale and id(t) in self.stale:
+                self._alias_break("a read of a tensor whose memory an earlier in-place update changed "
+                                  "through another view")
             return v
         if type(t) is Literal:
             return self.add_input(t, InputSpec("literal", t, literal=t._data))
@@ -99,6 +107,8 @@ class Tracer:
         if out.requires_grad:
             self.graph.requires_grad.add(value.id)
         self._bind(out, value)
+        if out._base is not None:
+            self.views.setdefault(id(out._base), []).append(out)
 
     def _out_shape(self, prim: Primitive, vals: list[Value], params: dict, out: Tensor) -> tuple:
         concrete = tuple(out._data.shape)
@@ -125,10 +135,19 @@ class Tracer:
                    "The graph cannot capture a Python value computed from tensor data. Fix: use "
                    "tensor ops (kiln.where, masking) instead of Python branches, or compile with "
                    "fullgraph=False to fall back to eager for this call signature.")
+        self._break(message)
+
+    def _break(self, message: str) -> None:
         if self.fullgraph:
             raise GraphBreakError(message)
         if self.graph_break is None:
             self.graph_break = message
+
+    def _alias_break(self, what: str) -> None:
+        self._break(f"aliased memory: {what} at {user_location()}. The graph cannot follow writes "
+                    "through views that share memory. Fix: update the tensor itself out of place "
+                    "(y = y + delta), or clone() the view before updating it in place; with "
+                    "fullgraph=False this call signature falls back to eager.")
 
     def on_detach(self, src: Tensor, dst: Tensor) -> None:
         if id(src) not in self.env:
@@ -137,6 +156,8 @@ class Tracer:
         out = Value(v.shape, v.dtype, v.device)
         self.graph.nodes.append(Node(REGISTRY["stop_gradient"], [v], {}, out))
         self._bind(dst, out)
+        if dst._base is not None:
+            self.views.setdefault(id(dst._base), []).append(dst)
 
     def on_alias(self, src: Tensor, dst: Tensor) -> None:
         """dst holds the same value as src (e.g. the saved copy in an in-place op)."""
@@ -148,9 +169,15 @@ class Tracer:
         """`target` now holds `new`'s value; outside tensors get a state write."""
         value = self.value_of(new)
         index = self.inputs_by_tensor.get(id(target))
+        owner = target._base if target._base is not None else target
+        self._mark_aliases_stale(target, owner)
         self.env[id(target)] = value
         if index is None:
+            if owner is not target and id(owner) in self.inputs_by_tensor:
+                self._alias_break("an in-place update through a view of an input")
             return  # an intermediate created inside the function: nothing to write back
+        if self.input_owners.get(id(owner), 0) > 1:
+            self._alias_break("an in-place update of an input that shares memory with another input")
         spec = self.graph.specs[index]
         if spec.kind == "arg":
             write = StateWrite("arg", spec.ref, value)
@@ -160,6 +187,19 @@ class Tracer:
             return
         self.graph.state_writes = [w for w in self.graph.state_writes
                                    if not (w.kind == write.kind and w.ref is write.ref)] + [write]
+
+    def _mark_aliases_stale(self, target: Tensor, owner: Tensor) -> None:
+        """After writing `target` in place, the other traced tensors sharing its memory hold stale values."""
+        views = self.views.get(id(owner), ())
+        if not views and owner is target:
+            return
+        xp = target._device.xp
+        for v in views:
+            if v is not target and xp.may_share_memory(v._data, target._data):
+                self.stale.add(id(v))
+        if owner is not target and id(owner) in self.env:
+            self.stale.add(id(owner))
+        self.stale.discard(id(target))
 
     # ---- outputs ------------------------------------------------------------------
     def set_outputs(self, tensors: list[Tensor]) -> None:
