@@ -1,0 +1,122 @@
+"""KILN_DEBUG: log what the JIT does (traces, cache misses with reasons, pass timings).
+
+Set the environment variable before or while running::
+
+    KILN_DEBUG=1 python train.py               # everything ("1", "true", "yes" and "all" work)
+    KILN_DEBUG=miss,passes python train.py     # a comma list of topics: trace, miss, passes
+
+Records go to the standard ``logging`` logger ``"kiln.jit"`` at DEBUG level. When the
+application has configured no logging handler, they are printed to stderr as
+``[kiln.jit] ...`` lines; otherwise they reach the application's handlers. The variable is
+read on every event, so it can be switched on and off while a program runs. Only the
+compile path (misses) logs; a cache hit costs nothing extra.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Iterable
+
+ENV_VAR = "KILN_DEBUG"
+TOPICS = ("trace", "miss", "passes")
+_ALL = frozenset(TOPICS)
+_ON = {"1", "true", "yes", "all", "on"}
+_OFF = {"", "0", "false", "no", "none", "off"}
+_ALIASES = {"trace": "trace", "traces": "trace", "miss": "miss", "misses": "miss",
+            "pass": "passes", "passes": "passes"}
+
+logger = logging.getLogger("kiln.jit")
+_warned: set[str] = set()
+
+
+def enabled_topics(value: str | None = None) -> frozenset[str]:
+    """The topics KILN_DEBUG switches on (read from the environment unless `value` is given)."""
+    raw = os.environ.get(ENV_VAR, "") if value is None else value
+    words = [w.strip().lower() for w in raw.split(",")]
+    if all(w in _OFF for w in words):
+        return frozenset()
+    topics: set[str] = set()
+    for word in words:
+        if word in _ON:
+            return _ALL
+        if word in _ALIASES:
+            topics.add(_ALIASES[word])
+        elif word not in _OFF and word not in _warned:
+            _warned.add(word)
+            _log(f"KILN_DEBUG: unknown topic {word!r} ignored; use 1 (everything) or a comma list "
+                 f"of {', '.join(TOPICS)}")
+    return frozenset(topics)
+
+
+def enabled(topic: str) -> bool:
+    """Whether KILN_DEBUG asks for `topic` right now."""
+    value = os.environ.get(ENV_VAR)
+    return bool(value) and topic in enabled_topics(value)
+
+
+class _StderrHandler(logging.Handler):
+    """Prints to the current sys.stderr, but only when no ancestor logger has a handler.
+
+    That is the rule of logging's own last-resort handler, at DEBUG level: an application
+    that configured logging gets the records through its handlers, never twice.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        parent = logger.parent
+        while parent is not None:
+            if parent.handlers:
+                return
+            parent = parent.parent if parent.propagate else None
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # noqa: BLE001 - logging must never break the program
+            self.handleError(record)
+
+
+_handler = _StderrHandler()
+_handler.setFormatter(logging.Formatter("[kiln.jit] %(message)s"))
+
+
+def _log(message: str) -> None:
+    if _handler not in logger.handlers:
+        logger.addHandler(_handler)
+    if logger.level == logging.NOTSET:  # the user has not chosen a level for kiln.jit
+        logger.setLevel(logging.DEBUG)
+    logger.debug(message)
+
+
+def _count(items: Any, noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+def log_trace(name: str, graph: Any, graph_break: str | None = None) -> None:
+    """One trace of `name`: its node, input and output counts (and a graph break, if any)."""
+    if not enabled("trace"):
+        return
+    text = (f"trace {name}: {_count(graph.nodes, 'node')}, {_count(graph.inputs, 'input')}, "
+            f"{_count(graph.outputs, 'output')}")
+    if graph.state_writes:
+        text += f", {_count(graph.state_writes, 'state write')}"
+    if graph_break is not None:
+        text += f"; graph break, this signature runs eagerly: {graph_break}"
+    _log(text)
+
+
+def log_miss(name: str, number: int, reasons: Iterable[str]) -> None:
+    """Cache miss number `number` of `name`, with the reasons explain() gives."""
+    if enabled("miss"):
+        _log(f"cache miss #{number} of {name}: " + "; ".join(reasons))
+
+
+def log_passes(name: str, log: Any, backward_log: Any = None) -> None:
+    """Each pass of a compile: name, nodes before -> after, milliseconds (forward, then backward)."""
+    if not enabled("passes"):
+        return
+    for label, records in (("forward", log), ("backward", backward_log)):
+        if records is None:
+            continue
+        for r in records.records:
+            detail = f"  [{r.detail}]" if r.detail else ""
+            _log(f"pass {name} {label} {r.name}: {r.nodes_before} -> {r.nodes_after} nodes, "
+                 f"{r.ms:.3f} ms{detail}")
