@@ -1,13 +1,19 @@
-"""Backends lower an optimized graph to a runnable Plan. `interpret` is the reference."""
+"""Backends lower an optimized graph to a runnable Plan.
+
+`interpret` is the reference: NumPy kernels node by node. `cpu` is the same Plan with
+chains of elementwise nodes fused into generated C (falls back to `interpret`, with
+one warning, when no C compiler works).
+"""
+from . import cpu
 from .interpret import Plan, lower
 
-BACKENDS = {"interpret": lower}
+BACKENDS = {"interpret": lower, "cpu": cpu.lower}
 
 
 def get_backend(name: str):
-    """The lowering function for a backend name ("auto" picks the best available)."""
+    """(name, lowering function) for a backend name; "auto" is "cpu" when a compiler exists."""
     if name == "auto":
-        name = "interpret"
+        name = "cpu" if cpu.available() else "interpret"
     try:
         return name, BACKENDS[name]
     except KeyError:

@@ -1,0 +1,118 @@
+"""Elementwise fusion: group chains of cheap elementwise nodes into one generated C loop.
+
+A group has one root (its output) and absorbs producers whose every use is inside the
+group and whose output has the root's shape. Its external inputs must each be either
+the full output shape, or broadcast along a leading block and/or a trailing block of
+dims (bias rows, per-row statistics, scalars): then one [outer, inner] loop with
+compile-time index forms covers them all, and GCC vectorizes the inner loop.
+Transcendental ops stay in NumPy, whose SIMD versions beat scalar libm.
+"""
+from __future__ import annotations
+
+import math
+from ...ir import Graph, Node, Value
+
+FUSIBLE = {"neg", "abs", "sign", "relu", "sqrt", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+           "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not", "where", "cast",
+           "expand"}  # expand: the group reads its input with a broadcast index form instead
+DTYPES = {"float32", "float64", "bool"}
+MIN_ELEMENTS = 4096  # below this, NumPy's per-call cost is already small
+MIN_NODES = 2
+
+
+def _fusible(node: Node) -> bool:
+    if node.prim.name not in FUSIBLE or node.out.dtype.name not in DTYPES:
+        return False
+    if any(v.dtype.name not in DTYPES for v in node.inputs):
+        return False
+    return all(isinstance(d, int) and not hasattr(d, "expr") for d in node.out.shape)
+
+
+def index_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
+    """How an input of `shape` is read inside an [outer, inner] loop split at `split`.
+
+    "full" (o*inner + j), "row" (j: constant along the outer dims), "col" (o: constant along
+    the inner dims), "scalar" (0), or None when this split cannot express it.
+    """
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    outer_full = shape[:split] == out_shape[:split]
+    outer_ones = all(d == 1 for d in shape[:split])
+    inner_full = shape[split:] == out_shape[split:]
+    inner_ones = all(d == 1 for d in shape[split:])
+    if outer_full and inner_full:
+        return "full"
+    if outer_ones and inner_full:
+        return "row"
+    if outer_full and inner_ones:
+        return "col"
+    if outer_ones and inner_ones:
+        return "scalar"
+    return None
+
+
+def choose_split(input_shapes: list[tuple], out_shape: tuple) -> tuple[int, list[str]] | None:
+    """The split (largest inner block first) under which every input has an index form."""
+    for split in range(0, len(out_shape) + 1):
+        forms = [index_form(s, out_shape, split) for s in input_shapes]
+        if all(f is not None for f in forms):
+            return split, forms  # type: ignore[return-value]
+    return None
+
+
+class Group:
+    """A fusion group: nodes in topological order, the root last, and its external inputs."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = nodes
+        self.root = nodes[-1]
+        inside = {n.out.id for n in nodes}
+        self.inputs: list[Value] = []
+        seen: set[int] = set()
+        for n in nodes:
+            for v in n.inputs:
+                if v.id not in inside and v.id not in seen:
+                    seen.add(v.id)
+                    self.inputs.append(v)
+
+
+def find_groups(graph: Graph) -> list[Group]:
+    """Greedy grouping from the last node backwards; each node joins at most one group."""
+    users: dict[int, list[Node]] = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            users.setdefault(v.id, []).append(n)
+    external = {v.id for v in graph.outputs} | {w.value.id for w in graph.state_writes}
+    producer = {n.out.id: n for n in graph.nodes}
+    assigned: set[int] = set()
+    groups = []
+    for root in reversed(graph.nodes):
+        if id(root) in assigned or not _fusible(root) or math.prod(root.out.shape) < MIN_ELEMENTS:
+            continue
+        members = {id(root)}
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            for v in node.inputs:
+                p = producer.get(v.id)
+                if p is None or id(p) in members or id(p) in assigned or not _fusible(p):
+                    continue
+                if p.out.shape != root.out.shape or v.id in external:
+                    continue
+                if not all(id(u) in members for u in users.get(v.id, [])):
+                    continue
+                members.add(id(p))
+                stack.append(p)
+        if len(members) < MIN_NODES:
+            continue
+        nodes = [n for n in graph.nodes if id(n) in members]
+        group = Group(nodes)
+        if choose_split([tuple(v.shape) for v in group.inputs], tuple(root.out.shape)) is None:
+            continue
+        assigned |= members
+        groups.append(group)
+    return groups
+
+
+def describe(group: Group) -> str:
+    return " -> ".join(n.prim.name for n in group.nodes)
+
