@@ -22,6 +22,7 @@ from .autodiff import differentiate
 from .backends import get_backend
 from .cache import CacheKey, CompilationStats, PlanCache, changed_dims, describe_difference
 from .executor import FallbackEntry, InferenceEntry, OutputLayout, TrainingEntry
+from .guards import Guards
 from .ir import Graph, InputSpec
 from .passes import DeadNodeElim, NoGradStrip, PassLog, Pipeline, inference_pipeline, logging_passes, \
     run_pass, training_pipeline
@@ -59,38 +60,6 @@ def _static_key(x: Any) -> Any:
 
 
 _SCALARS = (int, float, bool, str, type(None))
-
-
-def _guard_value(value: Any) -> Any:
-    """What a plan assumes about a Python value it read while tracing (None: nothing)."""
-    if isinstance(value, _SCALARS):
-        return _static_key(value)
-    if isinstance(value, Tensor):
-        return ("tensor", id(value))  # rebinding the name to another tensor retraces
-    from ..nn.module import Module  # noqa: PLC0415
-
-    if isinstance(value, Module):
-        return ("module", id(value))
-    return None
-
-
-def _free_variables(fn: Callable) -> list[tuple[str, Any]]:
-    """(kind, name) of the closure cells and globals `fn` reads that hold scalars, tensors or modules."""
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return []
-    found: list[tuple[str, Any]] = []
-    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-        try:
-            if _guard_value(cell.cell_contents) is not None:
-                found.append(("cell", cell))
-        except ValueError:  # an empty cell
-            continue
-    module_globals = getattr(fn, "__globals__", {})
-    for name in code.co_names:
-        if name in module_globals and _guard_value(module_globals[name]) is not None:
-            found.append(("global", name))
-    return found
 
 
 class JITFunction:
@@ -132,7 +101,7 @@ class JITFunction:
         self._last_key: CacheKey | None = None
         self._dim_misses: dict[tuple[int, int], int] = {}
         self._warned: set[str] = set()
-        self._free_vars = _free_variables(fn)
+        self._guards = Guards(fn)  # closure, global, attribute and default values the plans baked in
         self._positional_treedefs: dict[int, Any] = {}
 
     # ---- the call path --------------------------------------------------------------
@@ -140,20 +109,23 @@ class JITFunction:
         if trace_state.tracer is not None:  # inside another trace: inline, so the outer graph sees it
             return self._call_eager(args, kwargs)
         leaves, treedef = self._flatten_call(args, kwargs)
-        key, dims = self._make_key(args, leaves, treedef)
+        key, dims = self._make_key(args, kwargs, leaves, treedef)
         entry = self._cache.get(key)
         if entry is not None:
-            if entry.kind == "fallback":
-                with self._lock:
-                    self.stats.fallbacks += 1
-                return self._call_eager(args, kwargs)
-            start = time.perf_counter()
-            out = entry.run(leaves, dims)
-            with self._lock:
-                self.stats.hits += 1
-                self.stats.total_cached_exec_time_ms += (time.perf_counter() - start) * 1e3
-            return out
+            return self._run_cached(entry, args, kwargs, leaves, dims)
         return self._compile_and_run(key, dims, args, kwargs, leaves, treedef)
+
+    def _run_cached(self, entry: Any, args: tuple, kwargs: dict, leaves: list, dims: dict | None) -> Any:
+        if entry.kind == "fallback":
+            with self._lock:
+                self.stats.fallbacks += 1
+            return self._call_eager(args, kwargs)
+        start = time.perf_counter()
+        out = entry.run(leaves, dims)
+        with self._lock:
+            self.stats.hits += 1
+            self.stats.total_cached_exec_time_ms += (time.perf_counter() - start) * 1e3
+        return out
 
     def _flatten_call(self, args: tuple, kwargs: dict) -> tuple[list, Any]:
         """flatten((args, kwargs)), with a shortcut for the common all-tensor positional call."""
@@ -177,7 +149,7 @@ class JITFunction:
     def _extra_inputs(self, tracer: Tracer) -> None:
         """Register module params and buffers (JITModule); plain functions have none."""
 
-    def _make_key(self, args: tuple, leaves: list, treedef: Any) -> tuple[CacheKey, dict | None]:
+    def _make_key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> tuple[CacheKey, dict | None]:
         dyn_leaves = self._dynamic_leaves(args) if self.dynamic_dims else {}
         statics = []
         tensors = []
@@ -201,23 +173,12 @@ class JITFunction:
                 aliasing.append((seen.setdefault(id(x), i), owners.setdefault(id(owner), i)))
             else:
                 statics.append(_static_key(x))
-        if self._free_vars:
-            statics.append(self._free_values_key())
+        guards = self._guards.key(args, kwargs)
+        if guards is not None:
+            statics.append(guards)
         key = CacheKey(treedef, tuple(statics), tuple(tensors), tuple(aliasing),
                        autograd._state.enabled, self._module_key(), self.backend_name)
         return key, dims
-
-    def _free_values_key(self) -> tuple:
-        """Guards on the closure and global Python values the function reads (scalars, tensors)."""
-        module_globals = getattr(self._fn, "__globals__", {})
-        out = []
-        for kind, ref in self._free_vars:
-            try:
-                value = ref.cell_contents if kind == "cell" else module_globals.get(ref)
-            except ValueError:
-                value = None
-            out.append(_guard_value(value))
-        return ("free variables", tuple(out))
 
     def _dynamic_leaves(self, args: tuple) -> dict[int, dict[int, str]]:
         out: dict[int, dict[int, str]] = {}
@@ -249,6 +210,11 @@ class JITFunction:
     def _compile_and_run(self, key: CacheKey, dims: dict | None, args: tuple, kwargs: dict,
                          leaves: list, treedef: Any) -> Any:
         with self._lock:
+            if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
+                key, dims = self._make_key(args, kwargs, leaves, treedef)
+            entry = self._cache.get(key)
+            if entry is not None:  # another thread compiled it while this one waited
+                return self._run_cached(entry, args, kwargs, leaves, dims)
             start = time.perf_counter()
             self._note_miss(key, args)
             tracer = Tracer(self.fullgraph)
@@ -392,7 +358,9 @@ class JITModule(JITFunction):
     def __init__(self, module: Any, **kwargs: Any):
         object.__setattr__(self, "_module", module)
         super().__init__(module.forward, **kwargs)
+        self._guards = Guards(module.forward, covered=module)  # the module tree is keyed by _module_key
         self.__name__ = type(module).__name__
+        self._initialized = True  # from now on, new public attributes are the module's
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         module = self._module
@@ -463,7 +431,7 @@ class JITModule(JITFunction):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_") or name in type(self).__dict__ or name in JITFunction.__dict__ \
-                or name in self.__dict__:
+                or name in self.__dict__ or "_initialized" not in self.__dict__:
             object.__setattr__(self, name, value)
         else:
             setattr(self._module, name, value)
