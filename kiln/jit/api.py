@@ -78,6 +78,8 @@ class JITFunction:
         if not callable(fn):
             raise TypeError(f"kiln.compile() expects an nn.Module or a callable, got {type(fn)}")
         functools.update_wrapper(self, fn, updated=())
+        if "__name__" not in self.__dict__:  # a callable object or a partial: name it by its type
+            self.__name__ = self.__qualname__ = type(fn).__name__
         self._fn = fn
         self.fullgraph = fullgraph
         if max_cache_entries is not None and max_cache_size is not None and max_cache_entries != max_cache_size:
@@ -216,30 +218,37 @@ class JITFunction:
             if entry is not None:  # another thread compiled it while this one waited
                 return self._run_cached(entry, args, kwargs, leaves, dims)
             start = time.perf_counter()
-            self._note_miss(key, args)
-            tracer = Tracer(self.fullgraph)
-            dyn_leaves = self._dynamic_leaves(args) if self.dynamic_dims else {}
-            leaf_of_tensor: dict[int, int] = {}
-            for i, x in enumerate(leaves):
-                if isinstance(x, Tensor) and id(x) not in leaf_of_tensor:
-                    leaf_of_tensor[id(x)] = i
-                    shape = symbolic_shape(x._data.shape, dyn_leaves[i]) if i in dyn_leaves else None
-                    tracer.add_input(x, InputSpec("arg", i), shape=shape)
-            self._extra_inputs(tracer)
-            self.stats.traces += 1
-            with tracer:
-                result = self._trace_target(args, kwargs)
-            out_leaves, out_treedef = flatten(result)
-            out_tensors = [t for t in out_leaves if isinstance(t, Tensor)]
-            tracer.set_outputs(out_tensors)
-            debug.log_trace(self.__name__, tracer.graph, tracer.graph_break)
-            if tracer.graph_break is not None:
-                entry: Any = FallbackEntry(tracer.graph_break)
-                self._warn_once("fallback", f"kiln.compile({self.__name__}): falling back to eager for this "
-                                            f"call signature: {tracer.graph_break}")
-                self._history.append(f"  fallback to eager: {tracer.graph_break}")
-            else:
-                entry = self._build_entry(key, tracer, out_leaves, out_treedef, leaf_of_tensor)
+            n_reasons, n_history = len(self.stats.miss_reasons), len(self._history)
+            try:
+                self._note_miss(key, args)
+                tracer = Tracer(self.fullgraph)
+                dyn_leaves = self._dynamic_leaves(args) if self.dynamic_dims else {}
+                leaf_of_tensor: dict[int, int] = {}
+                for i, x in enumerate(leaves):
+                    if isinstance(x, Tensor) and id(x) not in leaf_of_tensor:
+                        leaf_of_tensor[id(x)] = i
+                        shape = symbolic_shape(x._data.shape, dyn_leaves[i]) if i in dyn_leaves else None
+                        tracer.add_input(x, InputSpec("arg", i), shape=shape)
+                self._extra_inputs(tracer)
+                self.stats.traces += 1
+                with tracer:
+                    result = self._trace_target(args, kwargs)
+                out_leaves, out_treedef = flatten(result)
+                out_tensors = [t for t in out_leaves if isinstance(t, Tensor)]
+                tracer.set_outputs(out_tensors)
+                debug.log_trace(self.__name__, tracer.graph, tracer.graph_break)
+                if tracer.graph_break is not None:
+                    entry: Any = FallbackEntry(tracer.graph_break)
+                    self._warn_once("fallback", f"kiln.compile({self.__name__}): falling back to eager for this "
+                                                f"call signature: {tracer.graph_break}")
+                    self._history.append(f"  fallback to eager: {tracer.graph_break}")
+                else:
+                    entry = self._build_entry(key, tracer, out_leaves, out_treedef, leaf_of_tensor)
+            except BaseException:  # an error or a KeyboardInterrupt: no entry, and no miss recorded
+                del self.stats.miss_reasons[n_reasons:]
+                del self._history[n_history:]
+                self._pass_logs.pop(key, None)
+                raise
             self.stats.misses += 1
             for _ in self._cache.put(key, entry):
                 self.stats.evictions += 1
