@@ -37,4 +37,4 @@ from .jit import (CompilationStats, CompiledFunction, GraphBreakError, JITFuncti
 from . import data, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`
 from .io import load, save  # noqa: E402 - weights I/O in safetensors (never pickle)
 from .interop import from_dlpack  # noqa: E402 - also attaches Tensor.__dlpack__ / __dlpack_device__
-from . import io  # noqa: E402,F401
+from . import io, onnx  # noqa: E402,F401 - kiln.onnx imports the onnx package only when exporting

@@ -1,0 +1,125 @@
+"""Peephole fusions: kiln's conv and pooling compositions back into ONNX Conv and MaxPool.
+
+kiln writes conv2d as ``unfold2d -> reshape -> matmul(weight, cols) -> reshape`` and
+max pooling as ``unfold2d(pad -inf) -> max over the window axes``. Runtimes are far
+faster on Conv/MaxPool than on the generic im2col Gather, so the exporter matches
+these chains and emits one node for each. A chain is only fused when its inner
+values are used by nothing else.
+
+Grouped convolutions match too: ``reshape(cols, (N, g, K/g, L))`` and a weight of
+shape ``(g, O/g, K/g)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from ..jit.ir import Graph, Node
+
+if TYPE_CHECKING:
+    from .lowering import Lowering
+
+
+@dataclass
+class Fusion:
+    """Nodes `covered` are replaced by `emit`, which produces the value of the last one (`root`)."""
+
+    root: Node
+    covered: set[int] = field(default_factory=set)  # out ids of the replaced nodes, root included
+    emit: Callable[["Lowering"], str] = lambda ctx: ""
+
+
+def find_fusions(graph: Graph) -> dict[int, Fusion]:
+    """Fusions keyed by the out id of every node they cover."""
+    users = graph.users()
+    producers = graph.producers()
+    outputs = {v.id for v in graph.outputs}
+
+    def only_user(node: Node) -> Node | None:
+        found = users.get(node.out.id, [])
+        if len(found) != 1 or node.out.id in outputs:
+            return None
+        return found[0]
+
+    fusions: dict[int, Fusion] = {}
+    for node in graph.nodes:
+        if node.prim.name != "unfold2d" or not node.out.dtype.is_floating_point:
+            continue
+        fusion = _match_conv(node, only_user, producers) or _match_max_pool(node, only_user)
+        if fusion is not None:
+            for vid in fusion.covered:
+                fusions[vid] = fusion
+    return fusions
+
+
+def _windows(unfold: Node) -> dict:
+    """Conv/MaxPool attributes from unfold2d's params."""
+    p = unfold.params
+    (ph, pw) = p["padding"]
+    return {"kernel_shape": list(p["kernel"]), "strides": list(p["stride"]), "pads": [ph, pw, ph, pw],
+            "dilations": list(p["dilation"])}
+
+
+def _match_max_pool(unfold: Node, only_user: Callable) -> Fusion | None:
+    reduce = only_user(unfold)
+    if reduce is None or reduce.prim.name != "max" or tuple(reduce.params["axes"]) != (2, 3) \
+            or reduce.params["keepdims"]:
+        return None
+    if unfold.params["padding"] != (0, 0) and unfold.params["pad_value"] != float("-inf"):
+        return None
+
+    def emit(ctx: Lowering) -> str:
+        return ctx.b.op("MaxPool", [ctx.name(unfold.inputs[0])], hint="max_pool", **_windows(unfold))
+
+    return Fusion(reduce, {unfold.out.id, reduce.out.id}, emit)
+
+
+def _match_conv(unfold: Node, only_user: Callable, producers: dict[int, Node]) -> Fusion | None:
+    if unfold.params["padding"] != (0, 0) and unfold.params["pad_value"] != 0.0:
+        return None
+    cols = only_user(unfold)
+    if cols is None or cols.prim.name != "reshape":
+        return None
+    matmul = only_user(cols)
+    if matmul is None or matmul.prim.name != "matmul" or matmul.inputs[1] is not cols.out:
+        return None
+    image = only_user(matmul)
+    if image is None or image.prim.name != "reshape":
+        return None
+    _, c, kh, kw, oh, ow = unfold.out.shape
+    weight = matmul.inputs[0]
+    k = c * kh * kw
+    groups = _groups(tuple(cols.params["shape"]), tuple(weight.shape), k, oh * ow)
+    if groups is None:
+        return None
+    out_channels = image.params["shape"][1]
+    if tuple(image.params["shape"])[2:] != (oh, ow) or len(image.params["shape"]) != 4:
+        return None
+
+    kernel_shape = (out_channels, c // groups, kh, kw)
+    covered = {unfold.out.id, cols.out.id, matmul.out.id, image.out.id}
+    flat_weight = producers.get(weight.id)  # conv2d reshapes the (O, C, kh, kw) weight: use it directly
+    if flat_weight is not None and flat_weight.prim.name == "reshape" and only_user(flat_weight) is matmul \
+            and tuple(flat_weight.inputs[0].shape) == kernel_shape:
+        weight = flat_weight.inputs[0]
+        covered.add(flat_weight.out.id)
+
+    def emit(ctx: Lowering) -> str:
+        w = ctx.name(weight)
+        if tuple(weight.shape) != kernel_shape:
+            w = ctx.b.op("Reshape", [w, ctx.b.int64s(kernel_shape)], hint="conv_weight")
+        return ctx.b.op("Conv", [ctx.name(unfold.inputs[0]), w], hint="conv", group=groups, **_windows(unfold))
+
+    return Fusion(image, covered, emit)
+
+
+def _groups(cols_shape: tuple, weight_shape: tuple, k: int, length: int) -> int | None:
+    """The group count when (cols, weight) shapes are conv2d's, else None."""
+    if len(cols_shape) == 3 and cols_shape[1:] == (k, length) and len(weight_shape) == 2 and weight_shape[1] == k:
+        return 1
+    if len(cols_shape) == 4 and len(weight_shape) == 3:
+        g = cols_shape[1]
+        if isinstance(g, int) and g > 0 and cols_shape[2:] == (k // g, length) and k % g == 0 \
+                and weight_shape[0] == g and weight_shape[2] == k // g:
+            return int(g)
+    return None
