@@ -51,13 +51,28 @@ def verify_dynamic(first: ExportTrace, args: tuple, dynamic_dims: DynamicDims,
                       + "\nFix: pass example arguments whose dynamic dims can grow or shrink by one.")
 
 
+def widen_size_one(args: tuple, dynamic_dims: DynamicDims) -> tuple:
+    """The example arguments with every dynamic dim of size 0 or 1 grown to 2.
+
+    Broadcasting treats a size-1 dim specially, so a trace at size 1 specializes
+    the graph to it (as in torch.export and JAX); a trace at size 2 does not.
+    """
+    env: dict[str, int] = {}
+    for index, dims in dynamic_dims.items():
+        for axis, name in dims.items():
+            env[name] = max(env.get(name, 0), int(args[index].shape[axis]), 2)
+    if all(int(args[i].shape[a]) == env[n] for i, dims in dynamic_dims.items() for a, n in dims.items()):
+        return args
+    return _resized(args, dynamic_dims, env)
+
+
 def _resized(args: tuple, dynamic_dims: DynamicDims, env: dict[str, int]) -> tuple:
     """The example arguments with each dynamic dim resized to env[name] (rows repeat cyclically)."""
     out: list[Any] = list(args)
     for index, dims in dynamic_dims.items():
         array = args[index].detach().numpy()
         for axis, name in dims.items():
-            rows = np.arange(env[name]) % array.shape[axis]
+            rows = np.arange(env[name]) % max(array.shape[axis], 1)
             array = np.take(array, rows, axis=axis)
         out[index] = from_numpy(np.ascontiguousarray(array))
     return tuple(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
+from .dynamic import verify_dynamic, widen_size_one
 from .trace import check_dynamic_dims, normalize_args, trace_for_export
 
 MIN_OPSET = 13  # ReduceSum takes axes as an input from here on
@@ -18,21 +19,23 @@ def export(model_or_fn: Any, example_args: Any, path: str | os.PathLike | None =
     buffers become initializers named by their state-dict keys. Dims named in
     `dynamic_dims` (``{arg_index: {dim: "name"}}``) become symbolic ``dim_param``
     dims of the ONNX inputs, and shapes computed from them are computed at run
-    time; the exporter traces a second time at other sizes to prove that no op
-    baked the example size in. Returns the ``onnx.ModelProto`` (also written to
+    time; the exporter traces again at other sizes to prove that no op baked the
+    example size in (a dynamic dim of example size 1 is traced at size 2, as
+    broadcasting would otherwise specialize the graph to 1). Returns the ``onnx.ModelProto`` (also written to
     `path` unless it is None). Needs the ``onnx`` package: ``pip install kiln[onnx]``.
 
-    >>> model = kiln.models.mlp().eval()
+    >>> model = kiln.models.mlp()
     >>> kiln.onnx.export(model, kiln.randn(1, 784), "mlp.onnx", dynamic_dims={0: {0: "batch"}})
     >>> import onnxruntime as ort
-    >>> ort.InferenceSession("mlp.onnx").run(None, {"input_0": x.numpy()})
+    >>> x = kiln.randn(32, 784)
+    >>> ort.InferenceSession("mlp.onnx").run(None, {"input_0": x.numpy()})[0].shape
+    (32, 10)
 
     Raises UnsupportedOpError naming the primitive (and its xpr line) for an op
     with no ONNX form, and ExportError for programs ONNX cannot express.
     """
     onnx = _require_onnx()
-    from .dynamic import verify_dynamic  # noqa: PLC0415 - these import onnx
-    from .lowering import Lowering  # noqa: PLC0415
+    from .lowering import Lowering  # noqa: PLC0415 - it imports onnx
 
     if not callable(model_or_fn):
         raise TypeError(f"kiln.onnx.export expects an nn.Module or a function, got {type(model_or_fn).__name__}")
@@ -42,6 +45,7 @@ def export(model_or_fn: Any, example_args: Any, path: str | os.PathLike | None =
         raise ValueError(f"kiln.onnx.export: opset must be an int from {MIN_OPSET} to {max_opset} (the newest "
                          f"your onnx package knows), got {opset!r}")
     dims = check_dynamic_dims(dynamic_dims, args)
+    args = widen_size_one(args, dims)
     trace = trace_for_export(model_or_fn, args, dims)
     verify_dynamic(trace, args, dims, lambda resized: trace_for_export(model_or_fn, resized, dims))
 

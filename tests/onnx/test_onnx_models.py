@@ -76,6 +76,16 @@ def test_mlp_dynamic_batch():
     assert exported.graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
 
 
+@pytest.mark.parametrize("name, shape", [("mlp", (1, 784)), ("lenet_5", (1, 1, 32, 32))])
+def test_example_batch_of_one_still_gives_a_dynamic_batch(name, shape):
+    model = getattr(kiln.models, name)().eval()
+    exported = kiln.onnx.export(model, kiln.randn(*shape), None, dynamic_dims={0: {0: "batch"}})
+    for batch in (1, 6):
+        x = kiln.randn(batch, *shape[1:])
+        np.testing.assert_allclose(run_onnx(exported, x.numpy())[0], kiln_outputs(model, (x,))[0],
+                                   rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("batch", [1, 5])
 def test_lenet_5_dynamic_batch(batch):
     model = kiln.models.lenet_5().eval()
