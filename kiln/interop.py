@@ -103,18 +103,5 @@ def tensor_dlpack_device(self: Tensor) -> tuple[int, int]:
     return (DLPACK_CPU, 0)
 
 
-def tensor_array(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-    """NumPy's ``__array__``: no copy unless `copy` is True or `dtype` differs (``np.array(t)`` copies)."""
-    data = _host_array(self, "numpy")
-    if dtype is not None and np.dtype(dtype) != data.dtype:
-        if copy is False:
-            raise ValueError(f"np.asarray(tensor, dtype={np.dtype(dtype)}, copy=False): converting "
-                             f"{data.dtype} needs a copy")
-        return data.astype(dtype)
-    return data.copy() if copy else data
-
-
 Tensor.__dlpack__ = tensor_dlpack  # type: ignore[attr-defined]
 Tensor.__dlpack_device__ = tensor_dlpack_device  # type: ignore[attr-defined]
-# Tensor.__array__ in tensor.py ignores `copy`, so np.array(t) returned shared memory; this one honours it.
-Tensor.__array__ = tensor_array  # type: ignore[method-assign]

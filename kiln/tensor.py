@@ -142,9 +142,15 @@ class Tensor:
             )
         return _to_host(self._concrete("numpy"))
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """NumPy's protocol: shares memory unless `copy` is True or `dtype` differs (np.array copies)."""
         data = _to_host(self._concrete("numpy"))
-        return data if dtype is None else data.astype(dtype, copy=False)
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            if copy is False:
+                raise ValueError(f"np.asarray(tensor, dtype={np.dtype(dtype)}, copy=False): converting "
+                                 f"{data.dtype} needs a copy")
+            return data.astype(dtype)
+        return data.copy() if copy else data
 
     def __bool__(self) -> bool:
         data = self._concrete("bool")

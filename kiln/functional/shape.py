@@ -281,7 +281,7 @@ def _index_spec(x: Tensor, index: Any) -> tuple[tuple, list[Tensor]]:
 
 
 def _int_or_none(v: Any) -> int | None:
-    return None if v is None else int(v)
+    return None if v is None else (v if isinstance(v, int) else int(v))  # SymInt bounds stay symbolic
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:

@@ -98,6 +98,8 @@ def _flatten(x: Any, leaves: list, is_leaf: Callable | None) -> TreeDef:
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         names = tuple(f.name for f in dataclasses.fields(x))
         return TreeDef("dataclass", (t, names), tuple(_flatten(getattr(x, n), leaves, is_leaf) for n in names))
+    if isinstance(x, (tuple, list)):  # other subclasses (e.g. max()'s (values, indices)): rebuilt as cls(items)
+        return TreeDef("sequence", t, tuple(_flatten(c, leaves, is_leaf) for c in x))
     leaves.append(x)
     return LEAF
 
@@ -126,6 +128,8 @@ def _unflatten(td: TreeDef, it: Any) -> Any:
         return collections.defaultdict(td.meta[0], zip(td.meta[1], children))
     if kind == "namedtuple":
         return td.meta[0](*children)
+    if kind == "sequence":
+        return td.meta(children)
     cls, names = td.meta
     return _build_dataclass(cls, dict(zip(names, children)))
 

@@ -21,7 +21,11 @@ class Arange(Primitive):
     name = "arange"
 
     def abstract(self, *, start, stop, step, dtype, device):
-        return AbstractValue((max(0, math.ceil((stop - start) / step)),), get_dtype(dtype))
+        if all(isinstance(v, int) for v in (start, stop, step)):  # integer ranges keep symbolic sizes
+            length = max(0, (stop - start + step - 1) // step) if step > 0 else max(0, (start - stop - step - 1) // -step)
+        else:
+            length = max(0, math.ceil((stop - start) / step))
+        return AbstractValue((length,), get_dtype(dtype))
 
     def kernel(self, xp, *, start, stop, step, dtype, device):
         return xp.arange(start, stop, step, dtype=get_dtype(dtype).np)

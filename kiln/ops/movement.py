@@ -34,6 +34,57 @@ def resolve_index(spec: tuple, idx_arrays: tuple | list) -> tuple:
     return tuple(out)
 
 
+def _slice_length(size: Any, start: Any, stop: Any, step: Any) -> Any:
+    """len(range(size)[start:stop:step]) for step > 0, in arithmetic that keeps SymInts."""
+    step = 1 if step is None else step
+    if step <= 0:
+        return None
+    start = 0 if start is None else (start + size if start < 0 else start)
+    stop = size if stop is None else (stop + size if stop < 0 else stop)
+    start = min(max(start, 0), size)
+    stop = min(max(stop, 0), size)
+    return max(stop - start + step - 1, 0) // step
+
+
+def symbolic_index_shape(shape: tuple, idx_shapes: list[tuple], spec: tuple) -> tuple | None:
+    """x[spec]'s shape built from x's (possibly symbolic) dims; None for cases left to NumPy.
+
+    Handles slices, ints, None, Ellipsis, and one adjacent run of tensor indices without ints.
+    """
+    kinds = [e[0] for e in spec]
+    if "t" in kinds:
+        first, last = kinds.index("t"), len(kinds) - 1 - kinds[::-1].index("t")
+        if "i" in kinds or any(k != "t" for k in kinds[first:last + 1]):
+            return None
+    consumed = sum(1 for k in kinds if k in "sit")
+    dims = iter(shape)
+    out: list[Any] = []
+    advanced = iter(idx_shapes)
+    placed = False
+    for entry in spec:
+        kind = entry[0]
+        if kind == "s":
+            length = _slice_length(next(dims), *entry[1:])
+            if length is None:
+                return None
+            out.append(length)
+        elif kind == "i":
+            next(dims)
+        elif kind == "n":
+            out.append(1)
+        elif kind == "e":
+            out.extend(next(dims) for _ in range(len(shape) - consumed))
+        else:
+            next(dims)
+            if not placed:
+                from .elementwise import broadcast_shapes  # noqa: PLC0415
+
+                out.extend(broadcast_shapes("index", *[next(advanced) for _ in range(kinds.count("t"))]))
+                placed = True
+    out.extend(dims)
+    return tuple(out)
+
+
 def is_basic(spec: tuple) -> bool:
     return all(e[0] != "t" for e in spec)
 
@@ -108,6 +159,9 @@ class Index(Primitive):
             shape = dummy[resolve_index(spec, arrays)].shape
         except IndexError as exc:  # stays an IndexError, as in PyTorch and NumPy
             raise IndexError(f"index: {exc} (tensor of shape {tuple(x.shape)})") from None
+        symbolic = symbolic_index_shape(tuple(x.shape), [tuple(i.shape) for i in idx], spec)
+        if symbolic is not None and len(symbolic) == len(shape) and all(int(a) == b for a, b in zip(symbolic, shape)):
+            shape = symbolic  # same sizes, but dims computed from symbolic sizes stay symbolic
         return AbstractValue(shape, x.dtype)
 
     def kernel(self, xp, x, *idx, spec):

@@ -96,3 +96,32 @@ def test_eight_threads_with_different_batch_sizes_equal_eager():
         t.join()
     assert not errors, errors[:5]
     assert f.stats.hits + f.stats.misses + f.stats.fallbacks == 8 * 40
+
+
+def test_symbolic_slice_bounds_follow_the_batch():
+    f = kiln.compile(lambda x: x[: x.shape[0] // 2], dynamic_dims={0: {0: "n"}})
+    for n in (4, 8, 10):
+        x = kiln.randn(n, 2)
+        assert_close(f(x), x[: n // 2])
+    assert f.stats.misses == 1
+
+
+def test_gpt_with_dynamic_batch_and_sequence_length():
+    from kiln.models import gpt
+
+    kiln.manual_seed(0)
+    model = gpt(vocab=20, n_layer=1, n_head=2, d_model=8, block_size=8).eval()
+    f = kiln.compile(model, dynamic_dims={0: {0: "B", 1: "T"}})
+    with kiln.no_grad():
+        for b, t in ((2, 5), (3, 7), (1, 2)):
+            idx = kiln.randint(0, 20, (b, t))
+            assert_close(f(idx), model(idx))
+    assert f.stats.misses == 1
+
+
+def test_max_with_dim_returns_fresh_values_and_indices():
+    f = kiln.compile(lambda x: x.max(1))
+    for v in (1.0, 5.0):
+        out = f(kiln.full((2, 3), v))
+        assert type(out).__name__ == "_MaxResult"
+        np.testing.assert_allclose(out.values.numpy(), v)
