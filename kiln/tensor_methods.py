@@ -177,6 +177,9 @@ def apply_inplace(self: Tensor, compute: Callable[[Tensor], Tensor], *others: An
         if new._data.dtype.kind == "f" and self._data.dtype.kind in "biu":
             raise RuntimeError(f"in-place op: result type {new.dtype.name} can't be cast to the "
                                f"desired output type {self.dtype.name}")
+        # a recorded cast: self keeps its dtype, its gradient comes back in new's, and a trace sees it
+        with autograd.set_grad_enabled(record):
+            new = math.cast(new, self.dtype)
     self._device.xp.copyto(self._data, new._data, casting="unsafe")
     self._bump_version()
     if record:

@@ -153,9 +153,10 @@ class TrainingEntry:
         write_state(self.graph, writes, leaves)
         user = [_wrap(o, self.device) for o in outs[: self.n_outputs]]
         residuals = outs[self.n_outputs:]
-        if autograd.is_grad_enabled() and self.grad_inputs:
+        if autograd.is_grad_enabled():
             diff_inputs = tuple(self._input_tensor(i, leaves) for i in self.grad_inputs)
-            if any(t.requires_grad for t in diff_inputs):
+            # no differentiable path (e.g. only floor_divide): the outputs still require grad, as in eager
+            if not diff_inputs or any(t.requires_grad for t in diff_inputs):
                 self._attach(user, diff_inputs, residuals, dims)
         return self.layout.build(user, leaves)
 
@@ -175,13 +176,13 @@ class TrainingEntry:
 
     def backward(self, bundle: _GradBundle, residuals: tuple) -> tuple:
         arrays, dims, shapes = residuals
-        cotangents = []
+        cotangents = {}  # keyed by output index, as the backward graph's cotangent inputs are
         for i in self.cotangent_outputs:
             g = bundle.get(i)
             if g is None:
-                cotangents.append(np.zeros(shapes[i], dtype=self.graph.outputs[i].dtype.np))
+                cotangents[i] = np.zeros(shapes[i], dtype=self.graph.outputs[i].dtype.np)
             else:
-                cotangents.append(g._data)
+                cotangents[i] = g._data
         inputs = gather_inputs(self.backward_graph.specs, [], {"residual": arrays, "cotangent": cotangents})
         grads, _ = self.backward_plan.run(inputs, dims)
         return tuple(_wrap(g, self.device) for g in grads)

@@ -178,6 +178,11 @@ class Tracer:
             return  # an intermediate created inside the function: nothing to write back
         if self.input_owners.get(id(owner), 0) > 1:
             self._alias_break("an in-place update of an input that shares memory with another input")
+        if new.requires_grad:
+            self._break(f"an in-place update of an input with a value that requires grad at {user_location()}. "
+                        "Eager autograd makes the updated input part of the graph, which a compiled plan "
+                        "cannot do. Fix: return the new value (y = x + delta) instead of updating the "
+                        "input in place; with fullgraph=False this call signature falls back to eager.")
         spec = self.graph.specs[index]
         if spec.kind == "arg":
             write = StateWrite("arg", spec.ref, value)

@@ -16,6 +16,11 @@ def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
+def _array_axes(x, axes: tuple) -> tuple:
+    """The axes to hand NumPy: a 0-d tensor accepts dim 0 / -1 (as PyTorch) but has no axis to reduce."""
+    return axes if x.ndim else ()
+
+
 def _check_axes(op: str, shape: tuple, axes: tuple) -> None:
     for a in axes:
         if not 0 <= a < max(len(shape), 1):
@@ -32,6 +37,8 @@ def window_reduce(xp: Any, ufunc: Any, x: Any, axes: tuple, keepdims: bool) -> A
     an unfold2d view: ~30x slower); combining the k*k window slices elementwise is fast.
     Returns None when the generic reduction is the better choice.
     """
+    if x.ndim == 0:
+        return None
     sizes = [x.shape[a] for a in axes]
     count = math.prod(sizes)
     if not 2 <= count <= _WINDOW_LIMIT or len(axes) == x.ndim or x.size < 4096 * count:
@@ -63,7 +70,8 @@ class Sum(Primitive):
             fast = window_reduce(xp, xp.add, x, axes, keepdims)
             if fast is not None:
                 return fast
-        return xp.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind != "b" else None)
+        return xp.sum(x, axis=_array_axes(x, axes), keepdims=keepdims,
+                      dtype=x.dtype if x.dtype.kind != "b" else None)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):
         x = inputs[0]
@@ -85,7 +93,8 @@ class Prod(Primitive):
         return AbstractValue(reduced_shape(x.shape, axes, keepdims), dtype)
 
     def kernel(self, xp, x, *, axes, keepdims):
-        return xp.prod(x, axis=axes, keepdims=keepdims, dtype=x.dtype if x.dtype.kind != "b" else None)
+        return xp.prod(x, axis=_array_axes(x, axes), keepdims=keepdims,
+                       dtype=x.dtype if x.dtype.kind != "b" else None)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):
         x = inputs[0]
@@ -110,13 +119,13 @@ class Max(Primitive):
 
     def abstract(self, x, *, axes, keepdims):
         _check_axes(self.name, x.shape, axes)
-        if any(x.shape[a] == 0 for a in axes):
+        if any(x.shape[a] == 0 for a in axes if a < len(x.shape)):
             raise ShapeError(f"max: cannot reduce an empty dimension of shape {tuple(x.shape)}")
         return AbstractValue(reduced_shape(x.shape, axes, keepdims), x.dtype)
 
     def kernel(self, xp, x, *, axes, keepdims):
         fast = window_reduce(xp, xp.maximum, x, axes, keepdims)
-        return fast if fast is not None else xp.max(x, axis=axes, keepdims=keepdims)
+        return fast if fast is not None else xp.max(x, axis=_array_axes(x, axes), keepdims=keepdims)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):
         x = inputs[0]
@@ -154,8 +163,12 @@ class Cumsum(Primitive):
         return x
 
     def kernel(self, xp, x, *, axis):
+        if x.ndim == 0:  # NumPy would return shape (1,); a 0-d cumsum is the value itself
+            return xp.array(x, copy=True)
         return xp.cumsum(x, axis=axis, dtype=x.dtype)
 
     def vjp(self, g, inputs, node, *, axis):
         f = F()
+        if g.ndim == 0:
+            return (g,)
         return (f.flip(f.cumsum(f.flip(g, (axis,)), axis), (axis,)),)

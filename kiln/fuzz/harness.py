@@ -1,0 +1,183 @@
+"""Differential testing: run a program eagerly and compiled, and compare everything observable.
+
+For each backend in kiln.jit.backends.BACKENDS the program is compiled once and
+called twice: the first call traces, the second replays the cached plan on fresh
+input values. Each call is compared with an eager run on the same inputs:
+outputs (shape, dtype, requires_grad, values, NaN and inf positions), the
+gradients of every input after backward with a fixed random cotangent, and the
+inputs' contents afterwards (in-place updates). The first call's outputs are
+checked again after the second call: a plan must not reuse memory it returned.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+import kiln
+from kiln.jit.backends import BACKENDS
+
+from .programs import Program, make_inputs, program_function
+
+# (rtol, atol) per dtype. The reference backend runs the same kernels as eager, so
+# only summation order (gradient accumulation) may differ.
+TOLERANCE = {"float32": (1e-4, 1e-5), "float64": (1e-9, 1e-12), "float16": (1e-2, 1e-3)}
+CALLS = 2  # trace, then replay with fresh values
+
+
+@dataclass
+class Run:
+    """What one call made observable: outputs, input grads and input contents afterwards."""
+
+    error: str | None = None
+    outputs: list = field(default_factory=list)  # (shape, dtype, requires_grad, array copy or value)
+    grads: list = field(default_factory=list)  # per input leaf: array copy or None
+    inputs_after: list = field(default_factory=list)  # per input leaf: array copy
+    tensors: list = field(default_factory=list)  # the output tensors themselves
+
+
+def _snapshot(x: Any) -> Any:
+    if isinstance(x, kiln.Tensor):
+        return (tuple(x.shape), x.dtype.name, bool(x.requires_grad), np.array(x.detach().numpy(), copy=True))
+    return ("python", type(x).__name__, False, x)
+
+
+def cotangent(shape: tuple, dtype: str, seed: Any) -> kiln.Tensor:
+    """The fixed random upstream gradient for one output."""
+    rng = np.random.default_rng(seed)
+    return kiln.from_numpy(rng.standard_normal(shape).astype(dtype))
+
+
+def run_call(fn: Callable, program: Program, call: int) -> Run:
+    """Call `fn` (eager or compiled) on fresh inputs for `call`, then backward; record everything."""
+    bases, args = make_inputs(program, call)
+    run = Run()
+    kiln.manual_seed(1000 + call)
+    grad_mode = kiln.no_grad() if program.no_grad else contextlib.nullcontext()
+    try:
+        with grad_mode:
+            outs = fn(*args)
+    except Exception as exc:  # noqa: BLE001 - an error is an outcome to compare
+        run.error = f"{type(exc).__name__}: {exc}"
+        return run
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+    run.tensors = outs
+    run.outputs = [_snapshot(o) for o in outs]
+    diff = [(k, o) for k, o in enumerate(outs) if isinstance(o, kiln.Tensor) and o.requires_grad]
+    if diff:
+        try:
+            loss = None
+            for k, o in diff:
+                term = (o * cotangent(tuple(o.shape), o.dtype.name, [program.seed, call, k])).sum()
+                loss = term if loss is None else loss + term
+            loss.backward()
+        except Exception as exc:  # noqa: BLE001
+            run.error = f"backward: {type(exc).__name__}: {exc}"
+            return run
+    run.grads = [None if b.grad is None else np.array(b.grad.numpy(), copy=True) for b in bases]
+    run.inputs_after = [np.array(b.detach().numpy(), copy=True) for b in bases]
+    return run
+
+
+def compare_arrays(what: str, got: np.ndarray, want: np.ndarray) -> str | None:
+    """None if equal within tolerance with identical NaN and inf positions, else a description."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"{what}: shape {got.shape}, eager {want.shape}"
+    if got.dtype != want.dtype:
+        return f"{what}: dtype {got.dtype}, eager {want.dtype}"
+    if got.dtype.kind != "f":
+        if not np.array_equal(got, want):
+            return f"{what}: values differ\n  compiled {got.tolist()}\n  eager    {want.tolist()}"
+        return None
+    nan_g, nan_w = np.isnan(got), np.isnan(want)
+    if not np.array_equal(nan_g, nan_w):
+        return f"{what}: NaN positions differ\n  compiled {got.tolist()}\n  eager    {want.tolist()}"
+    inf_g, inf_w = np.isinf(got), np.isinf(want)
+    if not np.array_equal(inf_g, inf_w) or not np.array_equal(got[inf_g], want[inf_w]):
+        return f"{what}: inf positions differ\n  compiled {got.tolist()}\n  eager    {want.tolist()}"
+    finite = ~(nan_g | inf_g)
+    rtol, atol = TOLERANCE.get(got.dtype.name, (1e-5, 1e-6))
+    if not np.allclose(got[finite], want[finite], rtol=rtol, atol=atol):
+        err = np.max(np.abs(got[finite].astype(np.float64) - want[finite]))
+        return f"{what}: values differ (max abs error {err:.3g})\n  compiled {got.tolist()}\n  eager    {want.tolist()}"
+    return None
+
+
+def compare_runs(label: str, got: Run, want: Run) -> list[str]:
+    """Every difference between a compiled call and the eager call on the same inputs."""
+    if want.error is not None or got.error is not None:
+        if want.error is None:
+            return [f"{label}: compiled raised {got.error}; eager did not"]
+        if got.error is None:
+            return [f"{label}: eager raised {want.error}; compiled did not"]
+        same = got.error.split(":")[0] == want.error.split(":")[0]
+        return [] if same else [f"{label}: compiled raised {got.error}; eager raised {want.error}"]
+    problems = []
+    if len(got.outputs) != len(want.outputs):
+        return [f"{label}: {len(got.outputs)} outputs, eager {len(want.outputs)}"]
+    for k, (g, w) in enumerate(zip(got.outputs, want.outputs)):
+        if g[0] == "python" or w[0] == "python":
+            if g != w:
+                problems.append(f"{label} output {k}: {g[1]} {g[3]!r}, eager {w[1]} {w[3]!r}")
+            continue
+        if g[:3] != w[:3]:
+            problems.append(f"{label} output {k}: (shape, dtype, requires_grad) {g[:3]}, eager {w[:3]}")
+            continue
+        msg = compare_arrays(f"{label} output {k}", g[3], w[3])
+        if msg:
+            problems.append(msg)
+    for i, (g, w) in enumerate(zip(got.grads, want.grads)):
+        if (g is None) != (w is None):
+            problems.append(f"{label} grad of input {i}: compiled {'None' if g is None else 'set'}, "
+                            f"eager {'None' if w is None else 'set'}")
+        elif g is not None:
+            msg = compare_arrays(f"{label} grad of input {i}", g, w)
+            if msg:
+                problems.append(msg)
+    for i, (g, w) in enumerate(zip(got.inputs_after, want.inputs_after)):
+        msg = compare_arrays(f"{label} input {i} after the call", g, w)
+        if msg:
+            problems.append(msg)
+    return problems
+
+
+@dataclass
+class Result:
+    """The verdict on one program: the mismatches found (empty: it passed), and how it ran."""
+
+    mismatches: list[str]
+    eager_error: str | None = None  # the eager run raised (compiled must raise the same)
+    fallback: bool = False  # some backend fell back to eager for this signature
+
+
+def check_program(program: Program, backends: list[str] | None = None) -> Result:
+    """Compare eager and compiled runs of `program` on every backend."""
+    fn = program_function(program)
+    problems: list[str] = []
+    eager_error = None
+    fallback = False
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        eager = [run_call(fn, program, call) for call in range(CALLS)]
+        eager_error = eager[0].error
+        for name in backends or list(BACKENDS):
+            compiled = kiln.compile(fn, backend=name)
+            runs = []
+            for call in range(CALLS):
+                runs.append(run_call(compiled, program, call))
+                problems += compare_runs(f"[{name}] call {call}", runs[-1], eager[call])
+            first = runs[0]
+            for k, (t, snap) in enumerate(zip(first.tensors, first.outputs)):
+                if isinstance(t, kiln.Tensor) and first.error is None:
+                    msg = compare_arrays(f"[{name}] call 0 output {k} after call 1", t.detach().numpy(), snap[3])
+                    if msg:
+                        problems.append(msg + " (the plan reused memory it had returned)")
+            stats = compiled.stats
+            fallback = fallback or stats.fallbacks > 0
+            if eager_error is None and stats.hits + stats.misses + stats.fallbacks != CALLS:
+                problems.append(f"[{name}] stats do not add up over {CALLS} calls: {stats!r}")
+    return Result(problems, eager_error, fallback)

@@ -1,0 +1,106 @@
+"""Every mismatch the differential fuzzer found, shrunk, kept as a permanent test.
+
+Each test holds the shrunk program as a literal (paste-able from `python -m kiln.fuzz`
+output) and asserts that eager and compiled runs agree on every backend; tests of
+eager-side bugs also pin the expected eager values.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("hypothesis")  # kiln.fuzz imports it
+
+import kiln  # noqa: E402
+from kiln.fuzz.harness import check_program  # noqa: E402
+from kiln.fuzz.programs import Input, Op, Program  # noqa: E402
+
+
+def assert_agrees(program: Program) -> None:
+    result = check_program(program)
+    assert not result.mismatches, f"{program}\n" + "\n".join(result.mismatches)
+    assert result.eager_error is None, result.eager_error
+
+
+def test_backward_when_an_earlier_output_takes_no_cotangent():
+    # The compiled backward looked cotangents up by output index in a list that skipped
+    # non-differentiable outputs: IndexError on replay when a bool output came first.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1,), 'float32', grad=True),                                       # v0
+        Op('neg', (0,)),                                                         # v1
+        Op('isnan', (0,)),                                                       # v2
+    ], outputs=(2, 1)))
+
+
+@pytest.mark.parametrize("name, params", [
+    ("sum", {"dim": 0, "keepdim": False}), ("amax", {"dim": -1, "keepdim": True}),
+    ("amin", {"dim": 0, "keepdim": False}), ("prod", {"dim": 0, "keepdim": False}),
+    ("mean", {"dim": (0,), "keepdim": True}), ("logsumexp", {"dim": 0, "keepdim": False}),
+    ("softmax", {"dim": 0}), ("log_softmax", {"dim": -1}), ("cumsum", {"dim": 0}),
+    ("any", {"dim": 0, "keepdim": False}),
+])
+def test_reductions_over_dim_0_of_a_0d_tensor(name, params):
+    # NumPy has no axis 0 on a 0-d array; PyTorch accepts dim 0 / -1 there (eager raised).
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((), 'float32', grad=name != "any"),                                # v0
+        Op(name, (0,), params),                                                  # v1
+    ], outputs=(1,)))
+
+
+def test_0d_reductions_match_pytorch_semantics():
+    x = kiln.tensor(2.0, requires_grad=True)
+    for fn, value, grad in [(lambda t: kiln.sum(t, 0), 2.0, 1.0), (lambda t: kiln.amax(t, -1, True), 2.0, 1.0),
+                            (lambda t: kiln.prod(t, 0), 2.0, 1.0), (lambda t: kiln.cumsum(t, 0), 2.0, 1.0),
+                            (lambda t: kiln.nn.functional.softmax(t, 0), 1.0, 0.0)]:
+        x.grad = None
+        y = fn(x)
+        assert y.shape == () and float(y) == value
+        y.backward()
+        assert float(x.grad) == grad
+
+
+def test_output_without_a_differentiable_path_still_requires_grad():
+    # floor_divide has no gradient: the compiled replay returned requires_grad=False where
+    # eager (and PyTorch) return True.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1,), 'float32', grad=True),                                       # v0
+        Op('floor_divide', (0, 0)),                                              # v1
+    ], outputs=(1,)))
+
+
+def test_inplace_update_of_an_input_with_a_value_that_requires_grad():
+    # x.add_(y) on an argument x with y requiring grad: eager puts x in the autograd graph;
+    # the compiled replay returned x without a grad_fn and y's gradient was silently lost.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1, 1), 'float32'),                                                # v0
+        Input((1, 1), 'float32', grad=True),                                     # v1
+        Op('input_iadd', (0, 1)),                                                # v2
+    ], outputs=(2,)))
+
+
+def test_inplace_update_with_a_wider_dtype_keeps_the_target_dtype():
+    # t = x.clone(); t.sub_(float64 y): t stays float32 eagerly; the trace carried the
+    # float64 value on, so the compiled output was float64.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1,), 'float32'),                                                  # v0
+        Input((1,), 'float64'),                                                  # v1
+        Op('isub', (0, 1)),                                                      # v2
+    ], outputs=(2,)))
+
+
+def test_inplace_update_with_a_wider_dtype_gives_grads_in_the_source_dtype():
+    # ...and eagerly the float64 y got a float32 .grad (the node of the update was adopted as is).
+    x = kiln.randn(3)
+    y = kiln.randn(3, dtype=kiln.float64, requires_grad=True)
+    t = x.clone()
+    t.add_(y)
+    (t * 2).sum().backward()
+    assert t.dtype == kiln.float32
+    assert y.grad.dtype == kiln.float64
+    np.testing.assert_array_equal(y.grad.numpy(), np.full(3, 2.0))
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((3,), 'float32'),                                                  # v0
+        Input((3,), 'float64', grad=True),                                       # v1
+        Op('iadd', (0, 1)),                                                      # v2
+        Op('mul_scalar', (2,), {'c': 2.0}),                                      # v3
+    ], outputs=(3,)))
