@@ -56,14 +56,17 @@ def enabled(topic: str) -> bool:
 
 
 class _StderrHandler(logging.Handler):
-    """Prints to the current sys.stderr, but only when no ancestor logger has a handler.
+    """Prints to the current sys.stderr, but only when no other handler would get the record.
 
     That is the rule of logging's own last-resort handler, at DEBUG level: an application
-    that configured logging gets the records through its handlers, never twice.
+    that configured logging (on the root logger, or on "kiln.jit" itself) gets the
+    records through its handlers, never twice.
     """
 
     def emit(self, record: logging.LogRecord) -> None:
-        parent = logger.parent
+        if any(h is not self for h in logger.handlers):
+            return
+        parent = logger.parent if logger.propagate else None
         while parent is not None:
             if parent.handlers:
                 return

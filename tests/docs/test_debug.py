@@ -182,3 +182,13 @@ def test_an_application_logging_setup_gets_each_record_once():
     lines = out.stderr.splitlines()
     assert lines.count("APP kiln.jit cache miss #1 of <lambda>: first call") == 1
     assert not any(line.startswith("[kiln.jit]") for line in lines)
+
+
+def test_a_handler_on_the_kiln_jit_logger_replaces_the_stderr_output():
+    code = ("import logging, sys\n"
+            "h = logging.StreamHandler(sys.stdout); h.setFormatter(logging.Formatter('OWN %(message)s'))\n"
+            "logging.getLogger('kiln.jit').addHandler(h)\n" + _PROGRAM)
+    out = _run(code, "miss")
+    assert out.returncode == 0, out.stderr
+    assert "OWN cache miss #1 of <lambda>: first call" in out.stdout.splitlines()
+    assert "[kiln.jit]" not in out.stderr

@@ -1,20 +1,29 @@
 """Every ```python block in README.md and docs/*.md runs, so the docs cannot rot.
 
-Blocks whose info string also says ``norun`` (```python norun) are source excerpts
-and are skipped. Blocks of one file run in order in a shared namespace, so a later
-block may use names from an earlier one.
+Blocks of one file run in order in one shared namespace, so a later block may use
+names from an earlier one. A block whose info string also says ``norun`` or
+``no-run`` (```python norun) is skipped: use it only for source excerpts and
+shell-like snippets that cannot run on their own. Relative links between the pages
+must point at files that exist.
 """
 from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 
 import pytest
 
+import kiln
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = ["getting-started.md", "how-compile-works.md", "debugging.md", "writing-passes.md", "api.md",
+         "internals.md"]
 FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```\s*$", re.S | re.M)
+LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
+SKIP_WORDS = {"norun", "no-run"}
 
 
 def python_blocks(path: Path) -> list[tuple[int, str]]:
@@ -23,7 +32,7 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
     blocks = []
     for match in FENCE.finditer(text):
         words = match["info"].split()
-        if words[:1] == ["python"] and "norun" not in words:
+        if words[:1] == ["python"] and not SKIP_WORDS & set(words):
             blocks.append((text.count("\n", 0, match.start()) + 1, match["body"]))
     return blocks
 
@@ -32,15 +41,42 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
 def test_doc_code_blocks_run(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that write files write them here
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KILN_DEBUG", raising=False)
+    saved_env = dict(os.environ)
     namespace: dict = {"__name__": f"doc_{path.stem}"}
-    for line, code in python_blocks(path):
-        try:
-            exec(compile(code, f"{path.name}:{line}", "exec"), namespace)  # noqa: S102 - our own docs
-        except Exception as exc:  # noqa: BLE001 - re-raised with the block's location
-            raise AssertionError(f"{path.relative_to(ROOT)} block at line {line} failed: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # a page may show a warning; it must not fail the run
+            for line, code in python_blocks(path):
+                try:
+                    exec(compile(code, f"{path.name}:{line}", "exec"), namespace)  # noqa: S102 - our own docs
+                except Exception as exc:  # noqa: BLE001 - re-raised with the block's location
+                    raise AssertionError(f"{path.relative_to(ROOT)} block at line {line} failed: "
+                                         f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)  # a page that sets KILN_DEBUG does not leak it
+        kiln.autograd._state.enabled = True
 
 
-def test_the_readme_has_runnable_blocks():
+def test_every_page_exists_and_shows_runnable_code():
     assert python_blocks(ROOT / "README.md"), "README.md should show at least one runnable example"
-    assert os.path.exists(ROOT / "docs" / "internals.md")
+    for name in PAGES:
+        page = ROOT / "docs" / name
+        assert page.exists(), f"docs/{name} is missing"
+        assert python_blocks(page), f"docs/{name} has no runnable python block"
+
+
+@pytest.mark.parametrize("path", [p for p in DOC_FILES if p.exists()], ids=lambda p: p.name)
+def test_relative_links_point_at_files(path):
+    for match in LINK.finditer(path.read_text()):
+        target = match["target"]
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        assert (path.parent / target).exists(), f"{path.name} links to {target}, which does not exist"
+
+
+def test_readme_links_every_docs_page():
+    readme = (ROOT / "README.md").read_text()
+    for name in PAGES:
+        assert f"docs/{name}" in readme, f"README.md does not link docs/{name}"
