@@ -60,6 +60,7 @@ def _static_key(x: Any) -> Any:
 
 
 _SCALARS = (int, float, bool, str, type(None))
+_LOG_LIMIT = 100  # explain() history lines and stats.miss_reasons kept (older ones are dropped)
 
 
 class JITFunction:
@@ -98,7 +99,8 @@ class JITFunction:
         self.show_graph = show_graph
         self.stats = CompilationStats()
         self._lock = threading.RLock()
-        self._history: list[str] = []
+        self._history: list[str] = []  # explain()'s lines, the newest _LOG_LIMIT to 2 * _LOG_LIMIT of them
+        self._history_dropped = 0
         self._pass_logs: dict[CacheKey, PassLog] = {}
         self._last_key: CacheKey | None = None
         self._dim_misses: dict[tuple[int, int], int] = {}
@@ -250,9 +252,11 @@ class JITFunction:
                 self._pass_logs.pop(key, None)
                 raise
             self.stats.misses += 1
-            for _ in self._cache.put(key, entry):
+            for old in self._cache.put(key, entry):
                 self.stats.evictions += 1
+                self._pass_logs.pop(old, None)
             self.stats.cache_size = len(self._cache)
+            self._trim_logs()
             self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
             self._last_key = key
             return result
@@ -326,10 +330,21 @@ class JITFunction:
             self._warned.add(tag)
             warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
 
+    def _trim_logs(self) -> None:
+        """Keep the newest _LOG_LIMIT history lines and miss reasons, so a long run's memory stays flat."""
+        if len(self._history) > 2 * _LOG_LIMIT:
+            dropped = len(self._history) - _LOG_LIMIT
+            del self._history[:dropped]
+            self._history_dropped += dropped
+        if len(self.stats.miss_reasons) > 2 * _LOG_LIMIT:
+            del self.stats.miss_reasons[:len(self.stats.miss_reasons) - _LOG_LIMIT]
+
     # ---- introspection ----------------------------------------------------------------
     def explain(self) -> str:
         """Why each miss happened, and each pass with node counts before and after."""
         lines = [f"{self.__name__}: {self.stats!r}"]
+        if self._history_dropped:
+            lines.append(f"({self._history_dropped} older lines dropped)")
         lines.extend(self._history)
         return "\n".join(lines)
 

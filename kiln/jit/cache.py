@@ -84,7 +84,7 @@ class CompilationStats:
     cache_size: int = 0
     traces: int = 0
     evictions: int = 0
-    miss_reasons: list = field(default_factory=list)
+    miss_reasons: list = field(default_factory=list)  # the newest 100-200 misses' reasons
 
     @property
     def calls(self) -> int:
