@@ -111,9 +111,33 @@ Tensor.__rmatmul__ = lambda a, b: math.matmul(b, a)
 Tensor.__neg__ = lambda a: math.neg(a)
 Tensor.__pos__ = lambda a: a
 Tensor.__abs__ = lambda a: math.abs(a)
-Tensor.__invert__ = lambda a: math.logical_not(a)
-Tensor.__and__ = lambda a, b: math.logical_and(a, b)
-Tensor.__or__ = lambda a, b: math.logical_or(a, b)
+def _bool_operands(symbol: str, *operands: Any) -> None:
+    """`&`, `|` and `~` are logical ops on bool masks; kiln has no bitwise ops on numbers."""
+    dtypes = [o.dtype.name for o in operands if isinstance(o, Tensor) and o._data.dtype.kind != "b"]
+    if dtypes:
+        raise TypeError(f"`{symbol}` needs bool tensors, got {', '.join(dtypes)}: kiln has no bitwise ops on "
+                        "numbers; for a logical op use kiln.logical_and/logical_or/logical_not (nonzero is True), "
+                        "or compare first, e.g. (a > 0) & (b > 0)")
+
+
+def _invert(a: Tensor) -> Tensor:
+    _bool_operands("~", a)
+    return math.logical_not(a)
+
+
+def _and(a: Tensor, b: Any) -> Tensor:
+    _bool_operands("&", a, b)
+    return math.logical_and(a, b)
+
+
+def _or(a: Tensor, b: Any) -> Tensor:
+    _bool_operands("|", a, b)
+    return math.logical_or(a, b)
+
+
+Tensor.__invert__ = _invert
+Tensor.__and__ = _and
+Tensor.__or__ = _or
 Tensor.__lt__ = lambda a, b: math.lt(a, b)
 Tensor.__le__ = lambda a, b: math.le(a, b)
 Tensor.__gt__ = lambda a, b: math.gt(a, b)

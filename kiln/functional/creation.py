@@ -126,12 +126,19 @@ def _key(gen: Generator | None, n: int, device: Device) -> Tensor:
     return key
 
 
+def _float_dtype(dtype: Any, op: str) -> Any:
+    dt = get_dtype(dtype) if dtype is not None else default_float
+    if not dt.is_floating_point:
+        raise TypeError(f"{op}: dtype must be a floating point dtype, got {dt.name}; use randint for integers")
+    return dt
+
+
 def rand(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform [0, 1) floats from the global counter-based stream."""
     shape = _shape(shape)
     dev = get_device(device)
-    dt = get_dtype(dtype) if dtype is not None else default_float
+    dt = _float_dtype(dtype, "rand")
     out = bind(_P["uniform"], (_key(generator, uniform_count(shape), dev),), {"shape": shape, "dtype": dt.name})
     return _finish(out, requires_grad)
 
@@ -141,7 +148,7 @@ def randn(*shape: Any, dtype: Any = None, device: Any = None, generator: Generat
     """Standard normal floats from the global counter-based stream."""
     shape = _shape(shape)
     dev = get_device(device)
-    dt = get_dtype(dtype) if dtype is not None else default_float
+    dt = _float_dtype(dtype, "randn")
     out = bind(_P["normal"], (_key(generator, normal_count(shape), dev),), {"shape": shape, "dtype": dt.name})
     return _finish(out, requires_grad)
 

@@ -249,7 +249,7 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
 
 def embedding(idx: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` picked by integer `idx`; the padding row gets no gradient."""
-    if idx.dtype.is_floating_point:
+    if idx._data.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {idx.dtype.name}")
     if padding_idx is not None and weight.requires_grad:
         rows = unsqueeze(eq(arange(weight.shape[0], device=weight.device), padding_idx % weight.shape[0]), 1)

@@ -311,10 +311,17 @@ def setitem_value(x: Tensor, index: Any, value: Any) -> Tensor:
     return index_put(x, v, tensors, spec)
 
 
+def _check_integer_index(index: Tensor, op: str) -> None:
+    """Index tensors of gather-like ops hold integers; a float or bool index would be cast silently."""
+    if index._data.dtype.kind not in "iu":
+        raise TypeError(f"{op}: index must be an integer tensor (int64), got {index.dtype.name}")
+
+
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     d = normalize_axes(dim, x.ndim, "index_select")[0]
     spec = tuple(("t",) if i == d else ("s", None, None, None) for i in range(x.ndim))
     index = _as_tensor(index)
+    _check_integer_index(index, "index_select")
     if index.ndim == 0:  # a 0-d index keeps the dim, with size 1 (as PyTorch)
         index = reshape(index, (1,))
     return bind_index(x, [index], spec)
@@ -323,6 +330,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = x[i][index[i][j]] for dim=1 (PyTorch semantics)."""
     d = normalize_axes(dim, x.ndim, "gather")[0]
+    _check_integer_index(index, "gather")
     if index.ndim != x.ndim:
         raise ShapeError(f"gather: index has {index.ndim} dims but input has {x.ndim} (shapes "
                          f"{tuple(index.shape)} and {tuple(x.shape)})")
@@ -338,6 +346,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """A copy of x with src added at index along dim (out-of-place scatter_add)."""
     d = normalize_axes(dim, x.ndim, "scatter_add")[0]
+    _check_integer_index(index, "scatter_add")
     if tuple(src.shape) != tuple(index.shape):
         spec = tuple(("s", 0, n, 1) for n in index.shape)
         src = bind_index(src, (), spec)

@@ -7,15 +7,19 @@ pass pipeline, lower to a Plan and cache it.
 """
 from __future__ import annotations
 
+import enum
 import functools
+import inspect
 import threading
 import time
 import warnings
 from typing import Any, Callable
 
+import numpy as np
 
 from .. import autograd
-from ..device import cuda_is_available
+from ..device import Device, cuda_is_available
+from ..dtypes import DType
 from ..ops.primitive import trace_state
 from ..tensor import Tensor
 from .autodiff import differentiate
@@ -28,7 +32,7 @@ from .passes import DeadNodeElim, NoGradStrip, PassLog, Pipeline, inference_pipe
     run_pass, training_pipeline
 from . import debug
 from .pytree import flatten
-from .trace import Tracer, symbolic_shape
+from .trace import GraphBreakError, Tracer, symbolic_shape
 
 
 def _validate_dynamic_dims(spec: Any) -> dict[int, dict[int, str]]:
@@ -60,6 +64,8 @@ def _static_key(x: Any) -> Any:
 
 
 _SCALARS = (int, float, bool, str, type(None))
+_STATIC_OUTPUTS = (Tensor, int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, type,
+                   frozenset, enum.Enum, np.generic, DType, Device)  # outputs a plan may return as traced
 _LOG_LIMIT = 100  # explain() history lines and stats.miss_reasons kept (older ones are dropped)
 
 
@@ -154,7 +160,7 @@ class JITFunction:
         """Register module params and buffers (JITModule); plain functions have none."""
 
     def _make_key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> tuple[CacheKey, dict | None]:
-        dyn_leaves = self._dynamic_leaves(args) if self.dynamic_dims else {}
+        dyn_leaves = self._dynamic_leaves(args, kwargs) if self.dynamic_dims else {}
         statics = []
         tensors = []
         aliasing = []
@@ -184,7 +190,8 @@ class JITFunction:
                        autograd._state.enabled, self._module_key(), self.backend_name)
         return key, dims
 
-    def _dynamic_leaves(self, args: tuple) -> dict[int, dict[int, str]]:
+    def _dynamic_leaves(self, args: tuple, kwargs: dict) -> dict[int, dict[int, str]]:
+        """Leaf index -> {dim: name} for the tensors dynamic_dims names (positionally or by keyword)."""
         out: dict[int, dict[int, str]] = {}
         offset = 0
         for index, arg in enumerate(args):
@@ -195,11 +202,40 @@ class JITFunction:
                                      f"{type(arg).__name__}, not a Tensor")
                 out[offset] = self.dynamic_dims[index]
             offset += n
-        for index in self.dynamic_dims:
-            if index >= len(args):
+        missing = [index for index in self.dynamic_dims if index >= len(args)]
+        if not missing:
+            return out
+        names = self._positional_names()
+        where: dict[str, tuple[int, Any]] = {}  # keyword -> (its first leaf, its value)
+        for name, value in kwargs.items():
+            where[name] = (offset, value)
+            offset += len(flatten(value)[0])
+        for index in missing:
+            if index >= len(names):
                 raise ValueError(f"dynamic_dims names argument {index}, but the function was called with "
                                  f"{len(args)} positional argument(s)")
+            if names[index] not in where:
+                continue  # not passed: the call reports the missing argument (or uses the default)
+            leaf, value = where[names[index]]
+            if not isinstance(value, Tensor):
+                raise ValueError(f"dynamic_dims names argument {index} ({names[index]!r}), which is a "
+                                 f"{type(value).__name__}, not a Tensor")
+            out[leaf] = self.dynamic_dims[index]
         return out
+
+    def _positional_names(self) -> list[str]:
+        """Names of the parameters that can be passed by position or by keyword, in order."""
+        try:
+            params = inspect.signature(self._fn).parameters.values()
+        except (TypeError, ValueError):  # no signature to read: only positional use is understood
+            return []
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names = []
+        for p in params:
+            if p.kind not in kinds:
+                break
+            names.append(p.name if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD else "")
+        return names
 
     @staticmethod
     def _arg_of_leaf(args: tuple, leaf: int) -> int:
@@ -224,7 +260,7 @@ class JITFunction:
             try:
                 self._note_miss(key, args)
                 tracer = Tracer(self.fullgraph)
-                dyn_leaves = self._dynamic_leaves(args) if self.dynamic_dims else {}
+                dyn_leaves = self._dynamic_leaves(args, kwargs) if self.dynamic_dims else {}
                 leaf_of_tensor: dict[int, int] = {}
                 for i, x in enumerate(leaves):
                     if isinstance(x, Tensor) and id(x) not in leaf_of_tensor:
@@ -238,6 +274,7 @@ class JITFunction:
                 out_leaves, out_treedef = flatten(result)
                 out_tensors = [t for t in out_leaves if isinstance(t, Tensor)]
                 tracer.set_outputs(out_tensors)
+                self._check_static_outputs(tracer, out_leaves)
                 debug.log_trace(self.__name__, tracer.graph, tracer.graph_break)
                 if tracer.graph_break is not None:
                     entry: Any = FallbackEntry(tracer.graph_break)
@@ -263,6 +300,21 @@ class JITFunction:
 
     def _trace_target(self, args: tuple, kwargs: dict) -> Any:
         return self._fn(*args, **kwargs)
+
+    def _check_static_outputs(self, tracer: Tracer, out_leaves: list) -> None:
+        """A plan returns its non-tensor outputs as traced; an object that may hold tensors or be
+        mutated (not an immutable scalar-like value) would come back stale, so it graph-breaks."""
+        for x in out_leaves:
+            if not isinstance(x, _STATIC_OUTPUTS):
+                message = (f"kiln.compile({self.__name__}): the output holds a {type(x).__name__} object, which "
+                           "a compiled plan cannot rebuild on later calls (it returns tensors, and Python "
+                           "scalars, strings and None, in tuples, lists, dicts, namedtuples and dataclasses). "
+                           "Fix: return its tensors in such a container; with fullgraph=False this call "
+                           "signature falls back to eager.")
+                if self.fullgraph:
+                    raise GraphBreakError(message)
+                tracer.graph_break = tracer.graph_break or message
+                return
 
     def _build_entry(self, key: CacheKey, tracer: Tracer, out_leaves: list, out_treedef: Any,
                      leaf_of_tensor: dict[int, int]) -> Any:
