@@ -98,6 +98,11 @@ class JITFunction:
         self._cache = PlanCache(size, eviction)
         self.dynamic_dims = _validate_dynamic_dims(dynamic_dims)
         self.backend_name, self._lower = get_backend(backend)
+        if callable(passes):  # one pass (a Pipeline too) is a list of one
+            passes = [passes]
+        elif passes is not None and not isinstance(passes, (list, tuple)):
+            raise TypeError(f"passes must be a list of passes (callables graph -> graph), got "
+                            f"{type(passes).__name__} {passes!r}")
         self.passes = list(passes or [])
         for p in self.passes:
             if not callable(p):
@@ -542,6 +547,9 @@ def compile(target: Any = None, *, fullgraph: bool = False, max_cache_entries: i
 
     if isinstance(target, Module):
         return JITModule(target, **options)
+    if isinstance(target, type) and issubclass(target, Module):
+        raise TypeError(f"kiln.compile() expects an nn.Module instance, got the class {target.__name__}; "
+                        f"create the module first: kiln.compile({target.__name__}(...))")
     if callable(target) and not isinstance(target, (int, float, str, bytes, Tensor)):
         return JITFunction(target, **options)
     raise TypeError(f"kiln.compile() expects an nn.Module or a callable, got {type(target)}")

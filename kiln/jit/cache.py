@@ -103,7 +103,7 @@ class PlanCache:
     def __init__(self, max_entries: int = 8, eviction: str = "lru"):
         if eviction not in ("lru", "fifo"):
             raise ValueError(f"eviction must be 'lru' or 'fifo', got {eviction!r}")
-        if not isinstance(max_entries, int) or max_entries < 1:
+        if not isinstance(max_entries, int) or isinstance(max_entries, bool) or max_entries < 1:
             raise ValueError(f"max_cache_entries must be a positive int, got {max_entries!r}")
         self.max_entries = max_entries
         self.eviction = eviction
