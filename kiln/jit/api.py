@@ -69,6 +69,14 @@ _STATIC_OUTPUTS = (Tensor, int, float, bool, str, bytes, complex, type(None), ty
 _LOG_LIMIT = 100  # explain() history lines and stats.miss_reasons kept (older ones are dropped)
 
 
+def _captured_unchanged(entry: Any) -> bool:
+    """A plan differentiates exactly the outside tensors that required grad when it was traced."""
+    for tensor, requires_grad in getattr(entry, "captured", ()):
+        if tensor.requires_grad != requires_grad:
+            return False
+    return True
+
+
 class JITFunction:
     """A compiled callable: traces on a miss, replays the cached plan on a hit.
 
@@ -126,7 +134,7 @@ class JITFunction:
         leaves, treedef = self._flatten_call(args, kwargs)
         key, dims = self._make_key(args, kwargs, leaves, treedef)
         entry = self._cache.get(key)
-        if entry is not None:
+        if entry is not None and _captured_unchanged(entry):
             return self._run_cached(entry, args, kwargs, leaves, dims)
         return self._compile_and_run(key, dims, args, kwargs, leaves, treedef)
 
@@ -258,8 +266,9 @@ class JITFunction:
             if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
                 key, dims = self._make_key(args, kwargs, leaves, treedef)
             entry = self._cache.get(key)
-            if entry is not None:  # another thread compiled it while this one waited
+            if entry is not None and _captured_unchanged(entry):  # another thread compiled it meanwhile
                 return self._run_cached(entry, args, kwargs, leaves, dims)
+            replacing = entry is not None  # its captured tensors' requires_grad changed
             start = time.perf_counter()
             n_reasons, n_history = len(self.stats.miss_reasons), len(self._history)
             try:
@@ -288,12 +297,15 @@ class JITFunction:
                     self._history.append(f"  fallback to eager: {tracer.graph_break}")
                 else:
                     entry = self._build_entry(key, tracer, out_leaves, out_treedef, leaf_of_tensor)
+                    entry.captured = tuple((spec.ref, spec.ref.requires_grad) for spec in tracer.graph.specs
+                                           if spec.kind == "captured")
             except BaseException:  # an error or a KeyboardInterrupt: no entry, and no miss recorded
                 del self.stats.miss_reasons[n_reasons:]
                 del self._history[n_history:]
                 self._pass_logs.pop(key, None)
                 raise
             self.stats.misses += 1
+            self.stats.evictions += replacing
             for old in self._cache.put(key, entry):
                 self.stats.evictions += 1
                 self._pass_logs.pop(old, None)

@@ -32,7 +32,7 @@ _LIBRARY_DIRS = tuple({os.path.abspath(p) + os.sep for k, p in sysconfig.get_pat
                        if k in ("stdlib", "platstdlib", "purelib", "platlib")})
 _SCALARS = (int, float, bool, str, type(None))
 _CONTAINER_LIMIT = 32  # lists, tuples and dicts up to this size are guarded item by item
-_ARRAY_LIMIT = 64  # NumPy arrays up to this size are guarded by content, larger ones by identity
+_ARRAY_LIMIT = 1024  # NumPy arrays up to this size are guarded by content, larger ones by identity
 _DEPTH_LIMIT = 8  # how many calls deep the analysis follows helpers
 
 
@@ -166,7 +166,7 @@ def _guard_of(value: Any, modules: list, depth: int = 0) -> Any:
     if isinstance(value, _SCALARS):
         return _static_key(value)
     if isinstance(value, Tensor):
-        return ("tensor", id(value))
+        return ("tensor", id(value), value.requires_grad)
     from ..nn.module import Module  # noqa: PLC0415
 
     if isinstance(value, Module):

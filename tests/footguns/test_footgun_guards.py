@@ -337,3 +337,43 @@ def test_compiling_a_module_twice_keeps_separate_stats_and_leaves_the_module_alo
     assert a.fullgraph is False and b.fullgraph is True
     a.scale = 3.0  # other attribute writes still reach the module
     assert model.scale == 3.0
+
+
+def test_closure_tensor_requires_grad_flipped_between_calls():
+    w = kiln.ones(3)
+    f = kiln.compile(lambda x: (x * w).sum())
+    x = kiln.full((3,), 2.0)
+    assert not f(x).requires_grad
+    w.requires_grad_(True)  # unfrozen: the next call must record gradients for w
+    f(x).backward()
+    np.testing.assert_array_equal(arr(w.grad), 2.0)
+    w.requires_grad_(False)  # frozen again
+    w.grad = None
+    assert not f(x).requires_grad
+    assert f.stats.misses == 2  # both plans stay cached
+
+
+def test_tensor_reached_only_through_a_helper_argument_requires_grad_flipped():
+    class Box:
+        def __init__(self, t):
+            self.t = t
+
+    box = Box(kiln.ones(3))
+
+    def helper(b, x):  # b's attributes are not visible to the guards: the plan checks its tensors
+        return x * b.t
+
+    f = kiln.compile(lambda x: helper(box, x).sum())
+    x = kiln.full((3,), 2.0)
+    f(x)
+    box.t.requires_grad_(True)
+    f(x).backward()
+    np.testing.assert_array_equal(arr(box.t.grad), 2.0)
+
+
+def test_closure_numpy_array_mutated_in_place():
+    weights = np.array([1.0, 2.0, 3.0, 4.0], dtype=np.float32)
+    f = kiln.compile(lambda x: x * kiln.tensor(weights))  # the tensor is built from the array while tracing
+    np.testing.assert_allclose(arr(f(X)), arr(X) * weights)
+    weights[0] = 100.0
+    np.testing.assert_allclose(arr(f(X)), arr(X) * weights)
