@@ -113,7 +113,9 @@ def _uses_module_attributes(x):
     return x * config.nested.scale + config.EPS
 
 
-def test_python_module_attribute_changed():
+def test_python_module_attribute_changed(monkeypatch):
+    monkeypatch.setattr(config, "EPS", 0.5)  # restored afterwards: the module is shared state
+    monkeypatch.setattr(config, "nested", types.SimpleNamespace(scale=2.0))
     f = kiln.compile(_uses_module_attributes)
     np.testing.assert_allclose(arr(f(X)), arr(X) * 2.0 + 0.5)
     config.EPS = 10.0
