@@ -389,9 +389,27 @@ class JITFunction:
                         f"kiln.compile({self.__name__}) has recompiled {count + 1} times because dimension "
                         f"{dim} of argument {arg} keeps changing. Mark it dynamic to share one plan: "
                         f"dynamic_dims={{{arg}: {{{dim}: 'n'}}}}"), stacklevel=5)
+            guarded = self._guards.describe(key.statics, reference.statics)
+            if guarded:  # name the Python values that changed instead of printing the raw key
+                reasons = [r for r in reasons if not r.startswith("statics:")] + guarded
+                self._note_guard_misses(guarded)
         self.stats.miss_reasons.append(reasons)
         debug.log_miss(self.__name__, self.stats.misses + 1, reasons)
         self._history.append(f"miss #{self.stats.misses + 1}: " + "; ".join(reasons))
+
+    def _note_guard_misses(self, reasons: list[str]) -> None:
+        """Warn when one Python value keeps changing: each change recompiles, so it belongs in a tensor."""
+        for reason in reasons:
+            if not reason.startswith("`"):
+                continue
+            name = reason[1:reason.index("`", 1)]
+            count = self._dim_misses.get(name, 0) + 1  # type: ignore[call-overload]
+            self._dim_misses[name] = count  # type: ignore[index]
+            if count >= self._cache.max_entries:
+                self._warn_once(f"guard {name}", (
+                    f"kiln.compile({self.__name__}) has recompiled {count + 1} times because `{name}` keeps "
+                    "changing: every plan bakes in the value it saw. Pass it as a tensor argument (or read it "
+                    "from a tensor) to share one plan."), stacklevel=6)
 
     def _warn_once(self, tag: str, message: str, stacklevel: int = 4) -> None:
         """Warn once per tag, pointing at the user's call of the compiled function."""

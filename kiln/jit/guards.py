@@ -264,8 +264,7 @@ class _Analysis:
         self.seen: set[tuple] = set()
 
     def add(self, root: tuple, steps: tuple) -> None:
-        signature = (root[0], id(root[1]) if root[0] != "arg" else root[1], root[2] if len(root) > 2 else None,
-                     steps)
+        signature = (root[0], id(root[1]) if root[0] != "arg" else root[1], root[2], steps)
         self.chains.setdefault(signature, (root, steps))
 
     def function(self, fn: Any, args: tuple = (), kwargs: dict | None = None, top: bool = False,
@@ -299,7 +298,7 @@ class _Analysis:
             return
         self.seen.add(marker)
         globals_ = fn.__globals__
-        cells = {name: ("cell", cell) for name, cell in zip(code.co_freevars, fn.__closure__ or ())}
+        cells = {name: ("cell", cell, name) for name, cell in zip(code.co_freevars, fn.__closure__ or ())}
         params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
         locals_: dict[str, tuple] = {}
         offset = 0
@@ -347,7 +346,7 @@ class _Analysis:
         d = module.__dict__
         if any(name in d[r] for r in ("_parameters", "_buffers", "_modules")):
             return True
-        return name in d and isinstance(d[name], _SCALARS)
+        return name in d and not name.startswith("_") and isinstance(d[name], _SCALARS)
 
     def keep(self, root: tuple, steps: tuple, value: Any, depth: int) -> None:
         from ..nn.module import Module  # noqa: PLC0415
@@ -440,6 +439,24 @@ class Guards:
         modules = [m for m in modules if id(m) not in covered]
         return ("guards", self._signature_id, tuple(values), self._module_state(modules) if modules else ())
 
+    def describe(self, new: tuple, old: tuple) -> list[str]:
+        """Which guarded reads differ between two keys' statics (empty when not just the guards differ)."""
+        a, b = _guard_part(new), _guard_part(old)
+        if a is None or b is None or new[:-1] != old[:-1]:
+            return []
+        if a[1] != b[1]:
+            return ["the Python values the function reads moved (a helper, method or module was rebound)"]
+        chains = self._chains or ()
+        reasons = []
+        if len(chains) == len(a[2]) == len(b[2]):
+            for (root, steps), x, y in zip(chains, a[2], b[2]):
+                if x != y:
+                    reasons.append(f"`{chain_name(root, steps)}` changed: {_show(y)} -> {_show(x)}")
+        if a[3] != b[3]:
+            reasons.append("a module the function uses changed (training mode, attributes, structure or "
+                           "requires_grad)")
+        return reasons
+
     def _module_state(self, modules: list) -> tuple:
         """Structure, training flags, plain scalar attributes and requires_grad of the modules' trees."""
         from ..nn.module import MutationEpoch  # noqa: PLC0415
@@ -462,6 +479,36 @@ class Guards:
             state = (MutationEpoch.value, ids, tuple(static), params)
             self._state = state
         return (state[2], tuple([p.requires_grad for p in state[3]]))
+
+
+def _guard_part(statics: tuple) -> tuple | None:
+    last = statics[-1] if statics else None
+    return last if isinstance(last, tuple) and len(last) == 4 and last[0] == "guards" else None
+
+
+def chain_name(root: tuple, steps: tuple) -> str:
+    """The read as the user wrote it: `cfg.scale`, `flags['on']`, `self.k`, `default of f(k)`."""
+    kind = root[0]
+    if kind == "default":
+        text = f"default of {getattr(root[1], '__name__', '?')}({root[2]})"
+    else:
+        text = str(root[2])
+    for step, key in steps:
+        text += f".{key}" if step == "attr" else f"[{key!r}]"
+    return text
+
+
+def _show(guard: Any) -> str:
+    if not isinstance(guard, tuple) or not guard:
+        return repr(guard)
+    kind = guard[0]
+    if kind == "float":
+        return guard[1]
+    if kind in ("int", "bool", "str", "NoneType") and len(guard) == 2:
+        return repr(guard[1])
+    if kind == "tensor":
+        return "a tensor" + (" requiring grad" if guard[2] else "")
+    return {"missing": "(missing)", "module": "a module", "method": "a method"}.get(kind, f"a {kind}")
 
 
 def signature_id_of(table: dict[tuple, int], signature: tuple) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import types
 
 import numpy as np
+import pytest
 
 import kiln
 from kiln import nn
@@ -379,3 +380,40 @@ def test_closure_numpy_array_mutated_in_place():
     np.testing.assert_allclose(arr(f(X)), arr(X) * weights)
     weights[0] = 100.0
     np.testing.assert_allclose(arr(f(X)), arr(X) * weights)
+
+
+def test_module_private_attribute_changed():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._scale = 2.0  # a leading underscore: not a "public" attribute, still read by forward
+
+        def forward(self, x):
+            return x * self._scale
+
+    net = Net()
+    for f in (kiln.compile(net), kiln.compile(lambda x: net(x))):
+        net._scale = 2.0
+        np.testing.assert_allclose(arr(f(X)), arr(X) * 2.0)
+        net._scale = 5.0
+        np.testing.assert_allclose(arr(f(X)), arr(X) * 5.0)
+
+
+def test_explain_names_the_guarded_value_that_changed_and_warns_when_it_keeps_changing():
+    cfg = types.SimpleNamespace(lr=0.1)
+    flags = {"on": True}
+    f = kiln.compile(lambda x: x * cfg.lr if flags["on"] else x)
+    f(X)
+    cfg.lr = 0.2
+    f(X)
+    flags["on"] = False
+    f(X)
+    text = f.explain()
+    assert "`cfg.lr` changed: 0.1 -> 0.2" in text, text
+    assert "`flags['on']` changed: True -> False" in text, text
+
+    g = kiln.compile(lambda x: x * cfg.lr, max_cache_entries=2)
+    with pytest.warns(RuntimeWarning, match=r"`cfg\.lr` keeps changing"):
+        for step in range(3, 8):
+            cfg.lr = step / 10
+            g(X)
