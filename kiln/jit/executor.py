@@ -150,21 +150,50 @@ class TrainingEntry:
     def run(self, leaves: list, dims: dict | None) -> Any:
         inputs = gather_inputs(self.graph.specs, leaves)
         outs, writes = self.forward_plan.run(inputs, dims)
+        residuals = outs[self.n_outputs:]
+        saved = self._saved_inputs(residuals, inputs, leaves) if residuals else ()
+        if self.graph.state_writes and saved:
+            residuals = self._copy_written(residuals, saved, leaves)
         write_state(self.graph, writes, leaves)
         user = [_wrap(o, self.device) for o in outs[: self.n_outputs]]
-        residuals = outs[self.n_outputs:]
         if autograd.is_grad_enabled():
             diff_inputs = tuple(self._input_tensor(i, leaves) for i in self.grad_inputs)
             # no differentiable path (e.g. only floor_divide): the outputs still require grad, as in eager
             if not diff_inputs or any(t.requires_grad for t in diff_inputs):
-                self._attach(user, diff_inputs, residuals, dims)
+                saved = tuple((t, t._version, j) for t, j in saved)
+                self._attach(user, diff_inputs, (residuals, saved), dims)
         return self.layout.build(user, leaves)
+
+    def _saved_inputs(self, residuals: list, inputs: list, leaves: list) -> list:
+        """(input tensor, residual index) for residuals that share an input's memory (the input itself or
+        a view of it): changing that input before backward would change the gradient, so it is checked."""
+        owners: dict[int, int] | None = None
+        found = []
+        for j, r in enumerate(residuals):
+            owner = r.base if getattr(r, "base", None) is not None else r
+            if owners is None:
+                owners = {}
+                for i, a in enumerate(inputs):
+                    owners.setdefault(id(a.base if getattr(a, "base", None) is not None else a), i)
+            i = owners.get(id(owner))
+            if i is not None and self.graph.specs[i].kind in ("arg", "param", "buffer", "captured"):
+                found.append((self._input_tensor(i, leaves), j))
+        return found
+
+    def _copy_written(self, residuals: list, saved: list, leaves: list) -> list:
+        """Residuals that alias an input this call writes back to keep the value the forward used."""
+        targets = {id(leaves[w.ref] if w.kind == "arg" else w.ref) for w in self.graph.state_writes}
+        residuals = list(residuals)
+        for t, j in saved:
+            if id(t) in targets:
+                residuals[j] = residuals[j].copy()
+        return residuals
 
     def _input_tensor(self, index: int, leaves: list) -> Tensor:
         spec = self.graph.specs[index]
         return leaves[spec.ref] if spec.kind == "arg" else spec.ref
 
-    def _attach(self, user: list[Tensor], diff_inputs: tuple, residuals: list, dims: dict | None) -> None:
+    def _attach(self, user: list[Tensor], diff_inputs: tuple, residuals: tuple, dims: dict | None) -> None:
         packed = Tensor._wrap(np.zeros(()), self.device)
         packed.requires_grad = True
         packed._node = Node(_BACKWARD, diff_inputs, {"entry": self, "residuals": (residuals, dims,
@@ -175,7 +204,14 @@ class TrainingEntry:
                 t._node = Node(_SELECT, (packed,), {"index": i}, t)
 
     def backward(self, bundle: _GradBundle, residuals: tuple) -> tuple:
-        arrays, dims, shapes = residuals
+        (arrays, saved), dims, shapes = residuals
+        for t, version, _ in saved:
+            if t._version != version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{t.dtype.name} tensor of shape {tuple(t.shape)}] is at version {t._version}; "
+                    f"expected version {version} instead (needed by a compiled call's backward). Fix: use the "
+                    "out-of-place op, or .clone() the tensor before modifying it.")
         cotangents = {}  # keyed by output index, as the backward graph's cotangent inputs are
         for i in self.cotangent_outputs:
             g = bundle.get(i)
