@@ -258,8 +258,9 @@ def _scan(code: types.CodeType, global_root: Callable[[str], tuple], cells: dict
 class _Analysis:
     """One pass over a function and everything it reaches; collects the chains worth guarding."""
 
-    def __init__(self, covered: set[int]):
+    def __init__(self, covered: set[int], root: Any = None):
         self.covered = covered  # ids of modules the caller keys already (a JITModule's tree)
+        self.root_id = id(root) if root is not None else None  # a JITModule's module: its hooks run outside
         self.chains: dict[tuple, tuple[tuple, tuple]] = {}
         self.seen: set[tuple] = set()
 
@@ -290,6 +291,10 @@ class _Analysis:
                 bound, fn = fn, call
             else:
                 return
+        from ..nn.module import Module  # noqa: PLC0415
+
+        if isinstance(bound, Module):  # a forward: its submodules' forwards and hooks run inside the trace
+            self.module(bound, depth + 1)
         code = fn.__code__
         if not _is_user_code(code):
             return
@@ -388,6 +393,8 @@ class _Analysis:
             forward = type(m).__dict__.get("forward") or getattr(type(m), "forward", None)
             if isinstance(forward, types.FunctionType) and _is_user_code(forward.__code__):
                 self.function(types.MethodType(forward, m), depth=depth + 1)
+            if id(m) == self.root_id:
+                continue
             for hook in list(m._forward_pre_hooks.values()) + list(m._forward_hooks.values()):
                 self.function(hook, depth=depth + 1)
 
@@ -411,7 +418,7 @@ class Guards:
     def refresh(self, args: tuple, kwargs: dict) -> bool:
         """Re-find the chains (values they lead through may have changed); True if they did."""
         covered = {id(m) for m in self._covered_root.modules()} if self._covered_root is not None else set()
-        analysis = _Analysis(covered)
+        analysis = _Analysis(covered, self._covered_root)
         analysis.function(self._fn, args, kwargs, top=True)
         signature = tuple(analysis.chains)
         with self._lock:

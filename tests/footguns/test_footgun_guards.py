@@ -417,3 +417,14 @@ def test_explain_names_the_guarded_value_that_changed_and_warns_when_it_keeps_ch
         for step in range(3, 8):
             cfg.lr = step / 10
             g(X)
+
+
+def test_submodule_hook_reading_a_changing_python_value():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    scale = {"value": 2.0}
+    model[0].register_forward_hook(lambda m, args, out: out * scale["value"])  # runs inside the plan
+    f = kiln.compile(model)
+    x = kiln.randn(3, 4)
+    for value in (2.0, -1.0, 0.5):
+        scale["value"] = value
+        np.testing.assert_allclose(arr(f(x)), arr(model(x)), rtol=1e-6)
