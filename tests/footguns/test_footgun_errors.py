@@ -289,3 +289,29 @@ def test_exception_in_an_inlined_inner_function_shows_both_frames():
     assert "outer_fn" in names and names[-1] == "inner_fn"
     assert_consistent(outer, 0)
     assert_consistent(inner, 0)
+
+
+def test_keyboard_interrupt_while_replaying_a_cached_plan():
+    counter = _Counter()
+    f = kiln.compile(counter)
+    x = kiln.ones(2)
+    f(x)
+    (entry,) = f.cache_entries
+    plan = entry.plan if hasattr(entry, "plan") else entry.forward_plan
+    plan.run = _InterruptOnce(plan.run)  # interrupted inside the replay, before any state is written back
+    with pytest.raises(KeyboardInterrupt):
+        f(x)
+    np.testing.assert_array_equal(arr(counter.n), 1.0)
+    np.testing.assert_array_equal(arr(f(x)), 4.0)
+    np.testing.assert_array_equal(arr(counter.n), 2.0)
+    assert_consistent(f, 2)
+
+
+class _Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("n", kiln.zeros(()))
+
+    def forward(self, x):
+        self.n.add_(1.0)
+        return x * 2 + self.n

@@ -137,3 +137,27 @@ def test_training_plans_soak_memory_flat_and_grads_right():
     s = f.stats
     assert s.hits + s.misses == 2_000 and s.evictions == s.misses - s.cache_size
     assert blocks_growth < 3_000, blocks_growth
+
+
+def _sometimes_data_dependent(x):
+    if x.shape[0] % 5 == 0 and float(x.sum()) > 0:  # a graph break for every fifth size
+        return x * 3
+    return x * 2
+
+
+def test_mixed_plans_and_fallbacks_stats_add_up():
+    f = kiln.compile(_sometimes_data_dependent, max_cache_entries=CACHE)
+    inputs = {n: kiln.ones(n) for n in SIZES}
+    rng = random.Random(99)
+    calls = 3_000
+    with warnings.catch_warnings(), kiln.no_grad():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for i in range(calls):
+            n = rng.choice(SIZES)
+            out = f(inputs[n])
+            assert float(out[0]) == (3.0 if n % 5 == 0 else 2.0)
+    s = f.stats
+    assert s.hits + s.misses + s.fallbacks == calls
+    assert s.fallbacks > 0 and s.hits > 0
+    assert s.evictions == s.misses - s.cache_size and s.cache_size == CACHE
+    assert sum(e.kind == "fallback" for e in f.cache_entries) <= CACHE
