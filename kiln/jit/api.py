@@ -56,6 +56,8 @@ def _validate_dynamic_dims(spec: Any) -> dict[int, dict[int, str]]:
 def _static_key(x: Any) -> Any:
     if isinstance(x, float):
         return ("float", repr(x))
+    if type(x) is np.ndarray:  # its values are baked into the plan: key them all (an id can be reused,
+        return ("ndarray", x.shape, x.dtype.str, x.tobytes())  # and repr elides the middle of big arrays)
     try:
         hash(x)
         return (type(x).__name__, x)

@@ -119,3 +119,34 @@ def test_dynamic_dims_for_an_argument_passed_by_keyword():
     assert f.stats.misses == 2  # one plan per call style, shared across sizes
     with pytest.raises(ValueError, match="not a Tensor"):
         f(A, y=2.0)
+
+
+# ---- arguments that are not tensors ------------------------------------------------------------
+
+
+def test_numpy_array_arguments_are_keyed_by_content():
+    import gc
+
+    f = kiln.compile(lambda a, x: x * kiln.tensor(a).sum())
+    x = kiln.ones(1)
+    for k in range(5):  # a freed array's id is often reused by the next one: ids must not key plans
+        a = np.zeros(5000, dtype=np.float32)
+        a[2500] = k
+        assert float(f(a, x)[0]) == k
+        del a
+        gc.collect()
+    small = np.array([1.0, 2.0])
+    f(small, x)
+    small[0] = 5.0  # mutated in place: a new value
+    assert float(f(small, x)[0]) == 7.0
+
+
+@pytest.mark.parametrize("value", [2, 2.0, True, "s", None, (1, 2), np.float32(2.0), float("nan")])
+def test_python_scalar_arguments_key_by_type_and_value(value):
+    def fn(x, v):
+        return x + (1.0 if v is None else 2.0 if isinstance(v, (tuple, str)) else float(v) if v == v else 9.0)
+
+    f = kiln.compile(fn)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(A, value).numpy(), fn(A, value).numpy())
+    assert f.stats.misses == 1 and f.stats.hits == 1
