@@ -26,7 +26,7 @@ from .autodiff import differentiate
 from .backends import get_backend
 from .cache import CacheKey, CompilationStats, PlanCache, changed_dims, describe_difference
 from .executor import FallbackEntry, InferenceEntry, OutputLayout, TrainingEntry
-from .guards import Guards
+from .guards import ByIdentity, Guards
 from .ir import Graph, InputSpec
 from .passes import DeadNodeElim, NoGradStrip, PassLog, Pipeline, inference_pipeline, logging_passes, \
     run_pass, training_pipeline
@@ -61,8 +61,8 @@ def _static_key(x: Any) -> Any:
     try:
         hash(x)
         return (type(x).__name__, x)
-    except TypeError:  # an unknown container: its identity, so different objects never share a plan
-        return (type(x).__name__, id(x), repr(x))
+    except TypeError:  # an unknown container: its identity (held, so the id is not reused) and contents
+        return (type(x).__name__, ByIdentity(x), repr(x))
 
 
 _SCALARS = (int, float, bool, str, type(None))

@@ -53,6 +53,25 @@ _UNGUARDED = (type, types.ModuleType, types.BuiltinFunctionType, types.BuiltinMe
               types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
+class ByIdentity:
+    """An object by identity in a cache key. It holds a reference, so the id cannot be reused by a new
+    object (which would make a stale plan look valid) while the key exists."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ByIdentity and other.obj is self.obj
+
+    def __repr__(self) -> str:
+        return f"<{type(self.obj).__name__} at {id(self.obj):#x}>"
+
+
 def _static_key(x: Any) -> Any:
     return ("float", repr(x)) if isinstance(x, float) else (type(x).__name__, x)
 
@@ -166,26 +185,26 @@ def _guard_of(value: Any, modules: list, depth: int = 0) -> Any:
     if isinstance(value, _SCALARS):
         return _static_key(value)
     if isinstance(value, Tensor):
-        return ("tensor", id(value), value.requires_grad)
+        return ("tensor", ByIdentity(value), value.requires_grad)
     from ..nn.module import Module  # noqa: PLC0415
 
     if isinstance(value, Module):
         modules.append(value)
-        return ("module", id(value))
+        return ("module", ByIdentity(value))
     kind = type(value)
     if kind in (list, tuple, dict) and depth == 0 and len(value) <= _CONTAINER_LIMIT:
         items = value.items() if kind is dict else enumerate(value)
-        return (kind.__name__, id(value), tuple((k, _guard_of(v, modules, 1)) for k, v in items))
+        return (kind.__name__, ByIdentity(value), tuple((k, _guard_of(v, modules, 1)) for k, v in items))
     if kind is np.ndarray:
         if value.size <= _ARRAY_LIMIT:
             return ("ndarray", value.shape, value.dtype.str, value.tobytes())
-        return ("ndarray", id(value))
+        return ("ndarray", ByIdentity(value))
     if kind is types.MethodType:
-        return ("method", id(value.__func__), id(value.__self__))
+        return ("method", ByIdentity(value.__func__), ByIdentity(value.__self__))
     jit_module = getattr(value, "_module", None) if _is_jit(value) else None
     if isinstance(jit_module, Module):
         modules.append(jit_module)
-    return ("object", kind.__name__, id(value))
+    return ("object", ByIdentity(value))
 
 
 def _is_pytree_node(x: Any) -> bool:
@@ -515,6 +534,8 @@ def _show(guard: Any) -> str:
         return repr(guard[1])
     if kind == "tensor":
         return "a tensor" + (" requiring grad" if guard[2] else "")
+    if kind == "object":
+        return f"a {type(guard[1].obj).__name__} object"
     return {"missing": "(missing)", "module": "a module", "method": "a method"}.get(kind, f"a {kind}")
 
 

@@ -428,3 +428,16 @@ def test_submodule_hook_reading_a_changing_python_value():
     for value in (2.0, -1.0, 0.5):
         scale["value"] = value
         np.testing.assert_allclose(arr(f(x)), arr(model(x)), rtol=1e-6)
+
+
+def test_rebound_tensor_at_a_reused_address_is_not_mistaken_for_the_old_one():
+    import gc
+
+    holder = types.SimpleNamespace(w=kiln.ones(2))
+    f = kiln.compile(lambda x: x.reshape(holder.w.shape[0], -1).sum(1))  # only w's shape is read
+    for n in (2, 3, 4, 6, 2, 3):
+        holder.w = None
+        gc.collect()
+        holder.w = kiln.ones(n)  # often lands where the last one was freed
+        x = kiln.arange(12.0)
+        np.testing.assert_allclose(arr(f(x)), arr(x.reshape(n, -1).sum(1)))
