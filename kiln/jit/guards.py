@@ -235,8 +235,25 @@ def _is_user_code(code: types.CodeType) -> bool:
 def _scan(code: types.CodeType, global_root: Callable[[str], tuple], cells: dict[str, tuple],
           locals_: dict[str, tuple]) -> list[tuple[tuple, tuple]]:
     """(root, steps) for each chain `name.attr[const]...` read in `code` and its nested code."""
-    chains: list[tuple[tuple, tuple]] = []
-    current: tuple | None = None
+    chains = []
+    for kind, name, steps in _chains_in(code):
+        if kind == "global":
+            root = global_root(name)
+        elif kind == "deref":
+            root = cells.get(name)
+        else:
+            root = locals_.get(name)
+        if root is not None:
+            chains.append((root, steps))
+    return chains
+
+
+@functools.lru_cache(maxsize=2048)
+def _chains_in(code: types.CodeType) -> tuple[tuple[str, str, tuple], ...]:
+    """(load kind, name, steps) of each chain in `code`; nested code contributes its globals and the
+    closure variables it shares with `code` (kind "global" / "deref"). Cached: bytecode never changes."""
+    chains: list[tuple[str, str, tuple]] = []
+    current: tuple[str, str] | None = None
     steps: list = []
     const: Any = _MISSING
     for ins in dis.get_instructions(code):
@@ -257,21 +274,21 @@ def _scan(code: types.CodeType, global_root: Callable[[str], tuple], cells: dict
                     steps.append(("item", const))
                     const = _MISSING
                     continue
-            chains.append((current, tuple(steps)))
+            chains.append((*current, tuple(steps)))
             current, steps, const = None, [], _MISSING
         if op in ("LOAD_GLOBAL", "LOAD_NAME"):
-            current = global_root(ins.argval)
+            current = ("global", ins.argval)
         elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
-            current = cells.get(ins.argval)
+            current = ("deref", ins.argval) if ins.argval in code.co_freevars else None
         elif op in _LOAD_FAST:
-            current = locals_.get(ins.argval)
+            current = ("fast", ins.argval)
     if current is not None:
-        chains.append((current, tuple(steps)))
+        chains.append((*current, tuple(steps)))
     for const_value in code.co_consts:
         if isinstance(const_value, types.CodeType):  # lambdas, comprehensions, inner functions
-            inner_cells = {name: cells[name] for name in const_value.co_freevars if name in cells}
-            chains.extend(_scan(const_value, global_root, inner_cells, {}))
-    return chains
+            chains.extend(c for c in _chains_in(const_value)
+                          if c[0] == "global" or (c[0] == "deref" and c[1] in code.co_freevars))
+    return tuple(chains)
 
 
 class _Analysis:
