@@ -282,6 +282,8 @@ def _chains_in(code: types.CodeType) -> tuple[tuple[str, str, tuple], ...]:
             current = ("deref", ins.argval) if ins.argval in code.co_freevars else None
         elif op in _LOAD_FAST:
             current = ("fast", ins.argval)
+        elif op.startswith("LOAD_FAST") and isinstance(ins.argval, tuple) and ins.argval:
+            current = ("fast", ins.argval[-1])  # 3.13's LOAD_FAST_LOAD_FAST: the last name is on top
     if current is not None:
         chains.append((*current, tuple(steps)))
     for const_value in code.co_consts:
