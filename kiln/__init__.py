@@ -33,7 +33,8 @@ def get_default_dtype() -> DType:
     return _dtypes.default_float
 
 from .jit import (CompilationStats, CompiledFunction, GraphBreakError, JITFunction, JITModule,  # noqa: E402
-                  compile, djit, jit, xpr)
+                  compile, djit, xpr)
+from . import jit  # noqa: E402 - the package, callable as the jit decorator (kiln.jit(f), kiln.jit.passes)
 from . import data, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`
 from .io import load, save  # noqa: E402 - weights I/O in safetensors (never pickle)
 from .interop import from_dlpack  # noqa: E402 - also attaches Tensor.__dlpack__ / __dlpack_device__

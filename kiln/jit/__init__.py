@@ -1,4 +1,13 @@
-"""The JIT compiler: trace -> Graph -> passes -> Plan -> cache -> replay (forward and backward)."""
+"""The JIT compiler: trace -> Graph -> passes -> Plan -> cache -> replay (forward and backward).
+
+``kiln.jit`` is both this package (``kiln.jit.passes``, ``kiln.jit.ir``, ...) and the
+seed API's decorator: calling the package, ``kiln.jit(f)`` or ``@kiln.jit(static=False)``,
+calls `api.jit`.
+"""
+import sys
+import types
+
+from . import api as _api
 from .api import (CompiledFunction, DynamicJITFunction, JITFunction, JITModule, compile, djit, jit,
                   trace_graph, xpr)
 from .cache import CacheKey, CompilationStats, PlanCache
@@ -8,3 +17,13 @@ from .trace import GraphBreakError, Tracer
 __all__ = ["CacheKey", "CompilationStats", "CompiledFunction", "DynamicJITFunction", "Graph",
            "GraphBreakError", "InputSpec", "JITFunction", "JITModule", "Node", "PlanCache", "Tracer",
            "Value", "compile", "djit", "jit", "trace_graph", "xpr"]
+
+
+class _CallablePackage(types.ModuleType):
+    """The kiln.jit package, callable as the `jit` decorator."""
+
+    def __call__(self, func=None, **options):
+        return _api.jit(func, **options)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

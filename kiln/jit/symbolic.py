@@ -69,14 +69,59 @@ def _binop(op: str, reflected: bool = False) -> Callable:
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
         value = fn(_plain(a), _plain(b))
-        expr = Expr(op, _expr_of(a), _expr_of(b))
+        expr = simplify(op, _expr_of(a), _expr_of(b))
         if isinstance(value, bool):
             return value
+        if not isinstance(expr, Expr):  # the symbols cancelled: a plain number
+            return expr
         if isinstance(value, int):
             return SymInt(value, expr)
         return SymFloat(value, expr)
 
     return method
+
+
+def _monomial(e: Any) -> tuple[Any, tuple[str, ...]] | None:
+    """e as (integer coefficient, sorted symbol names) when it is a product of symbols and ints."""
+    if isinstance(e, int) and not isinstance(e, bool):
+        return e, ()
+    if isinstance(e, Expr):
+        if e.op == "sym":
+            return 1, (e.args[0],)
+        if e.op == "*":
+            left, right = _monomial(e.args[0]), _monomial(e.args[1])
+            if left is not None and right is not None:
+                return left[0] * right[0], tuple(sorted(left[1] + right[1]))
+    return None
+
+
+def _from_monomial(coef: int, syms: tuple[str, ...]) -> Any:
+    if coef == 0 or not syms:
+        return coef
+    out: Any = Expr.sym(syms[0])
+    for name in syms[1:]:
+        out = Expr("*", out, Expr.sym(name))
+    return out if coef == 1 else Expr("*", coef, out)
+
+
+def simplify(op: str, a: Any, b: Any) -> Any:
+    """Expr(op, a, b) with products of symbols kept in one canonical form and exact divisions
+    cancelled, so that ``x.reshape(B, -1)`` gives ``12`` rather than ``((B*3)*4)//B``."""
+    if op in ("*", "//"):
+        ma, mb = _monomial(a), _monomial(b)
+        if ma is not None and mb is not None:
+            if op == "*":
+                return _from_monomial(ma[0] * mb[0], tuple(sorted(ma[1] + mb[1])))
+            rest = list(ma[1])
+            if mb[0] != 0 and ma[0] % mb[0] == 0 and all(rest.count(n) >= mb[1].count(n) for n in set(mb[1])):
+                for name in mb[1]:
+                    rest.remove(name)
+                return _from_monomial(ma[0] // mb[0], tuple(rest))
+    if op in ("+", "-") and isinstance(b, int) and b == 0:
+        return a
+    if op == "+" and isinstance(a, int) and a == 0:
+        return b
+    return Expr(op, a, b)
 
 
 def _plain(x: Any) -> Any:
