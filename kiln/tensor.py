@@ -5,6 +5,7 @@ to the functional ops they call; this file holds storage, conversion and autogra
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -79,10 +80,13 @@ class Tensor:
         return self.shape[dim]
 
     def numel(self) -> int:
+        tracer = primitive.trace_state.tracer
+        if tracer is not None and tracer.symbolic:  # dynamic_dims: a symbolic count, not a baked one
+            return math.prod(self.shape)
         return int(self._data.size)
 
     def nelement(self) -> int:
-        return int(self._data.size)
+        return self.numel()
 
     def __len__(self) -> int:
         if self._data.ndim == 0:

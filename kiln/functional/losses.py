@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .activations import log_softmax
-from .math import (abs, add, cast, div, exp, log1p, mean, mul, ne, neg, relu, sub, sum,
+from .math import (_count, abs, add, cast, div, exp, log1p, mean, mul, ne, neg, relu, sub, sum,
                    where)
 from .shape import gather, squeeze, unsqueeze
 
@@ -18,6 +18,11 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     if reduction == "none":
         return loss
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _per_class(value: float, n_classes: Any) -> Any:
+    """value / n_classes, symbolic when the class count is a dynamic dim (float / SymInt would bake it)."""
+    return n_classes.__rtruediv__(value) if getattr(n_classes, "expr", None) is not None else value / n_classes
 
 
 def _class_shape(w: Tensor, ndim: int) -> Tensor:
@@ -58,11 +63,11 @@ def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None = None, ignore_
         smooth = where(valid, sum(per_class, 1), 0.0)
     if reduction == "none":
         if smooth is not None:
-            loss = add(mul(loss, 1 - label_smoothing), mul(smooth, label_smoothing / n_classes))
+            loss = add(mul(loss, 1 - label_smoothing), mul(smooth, _per_class(label_smoothing, n_classes)))
         return loss
     total = sum(loss)
     if smooth is not None:
-        total = add(mul(total, 1 - label_smoothing), mul(sum(smooth), label_smoothing / n_classes))
+        total = add(mul(total, 1 - label_smoothing), mul(sum(smooth), _per_class(label_smoothing, n_classes)))
     if reduction == "sum":
         return total
     if reduction == "mean":
@@ -82,13 +87,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  
                              f"match the input shape {tuple(input.shape)}")
         n_classes = input.shape[1] if input.ndim > 1 else input.shape[0]
         if label_smoothing > 0:
-            target = add(mul(target, 1 - label_smoothing), label_smoothing / n_classes)
+            target = add(mul(target, 1 - label_smoothing), _per_class(label_smoothing, n_classes))
         terms = mul(logp, target)
         if weight is not None:
             terms = mul(terms, _class_shape(weight, input.ndim) if input.ndim > 1 else weight)
         loss = neg(sum(terms, 1 if input.ndim > 1 else 0))
         if reduction == "mean":
-            return div(sum(loss), float(loss.numel() if loss.ndim else 1))
+            return div(sum(loss), _count(loss.numel() if loss.ndim else 1))
         return _reduce(loss, reduction)
     return nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing=label_smoothing)
 

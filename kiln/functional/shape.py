@@ -187,11 +187,12 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
         step = split_size_or_sections
         if step <= 0:
             raise ValueError(f"split: split size must be positive, got {step}")
-        sizes = [min(step, size - s) for s in range(0, size, step)]
-    else:
-        sizes = list(split_size_or_sections)
-        if sum(sizes) != size:
-            raise ShapeError(f"split: sizes {sizes} do not add up to {size} (dim {dim} of {tuple(x.shape)})")
+        # chunk k starts at k * step: a running sum of symbolic sizes (dynamic_dims) would nest deeper
+        # with every chunk
+        return tuple(narrow(x, d, k * step, min(step, size - k * step)) for k in range(-(-size // step)))
+    sizes = list(split_size_or_sections)
+    if sum(sizes) != size:
+        raise ShapeError(f"split: sizes {sizes} do not add up to {size} (dim {dim} of {tuple(x.shape)})")
     out, start = [], 0
     for n in sizes:
         out.append(narrow(x, d, start, n))

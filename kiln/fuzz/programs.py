@@ -203,6 +203,26 @@ def make_inputs(program: Program, call: int) -> tuple[list[kiln.Tensor], list[ki
     return bases, args
 
 
+def dynamic_variant(program: Program) -> tuple[dict, Program] | None:
+    """(dynamic_dims, the program at another size) for kiln.compile(dynamic_dims=...) tests.
+
+    The leading dim of the first input with one becomes the symbol "B"; every input whose
+    leading dim has that size grows by one in the variant. The variant may not be valid
+    (an op's params can bake the size in): the harness skips it when eager code raises.
+    """
+    inputs = program.inputs
+    sizes = [spec.shape[0] for _, spec in inputs if len(spec.shape) >= 1]
+    if not sizes:
+        return None
+    size = sizes[0]
+    dims, stmts = {}, list(program.stmts)
+    for arg, (i, spec) in enumerate(inputs):
+        if len(spec.shape) >= 1 and spec.shape[0] == size:
+            dims[arg] = {0: "B"}
+            stmts[i] = Input((size + 1,) + tuple(spec.shape[1:]), spec.dtype, spec.grad, spec.fill, spec.view)
+    return dims, Program(stmts, program.outputs, program.dtype, program.seed, program.no_grad)
+
+
 # ---- running ----------------------------------------------------------------------
 def run_program(program: Program, args: list) -> tuple:
     """Execute the statements on argument tensors; returns the output values."""

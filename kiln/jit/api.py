@@ -32,7 +32,7 @@ from .passes import DeadNodeElim, NoGradStrip, PassLog, Pipeline, inference_pipe
     run_pass, training_pipeline
 from . import debug
 from .pytree import flatten
-from .trace import GraphBreakError, Tracer, symbolic_shape
+from .trace import GraphBreakError, Tracer, dynamic_key_dim, symbolic_shape
 
 
 def _validate_dynamic_dims(spec: Any) -> dict[int, dict[int, str]]:
@@ -192,7 +192,7 @@ class JITFunction:
                             raise ValueError(f"dynamic_dims names dim {d} of argument {self._arg_of_leaf(args, i)}, "
                                              f"which has shape {tuple(shape)}")
                         dims[name] = shape[d]  # type: ignore[index]
-                    shape = tuple(dyn.get(d, s) for d, s in enumerate(shape))
+                    shape = tuple(dyn[d] if d in dyn and dynamic_key_dim(s) else s for d, s in enumerate(shape))
                 tensors.append((i, shape, x._data.dtype.str, str(x._device), x.requires_grad))
                 owner = x._base if x._base is not None else x  # views of one tensor share memory
                 aliasing.append((seen.setdefault(id(x), i), owners.setdefault(id(owner), i)))

@@ -17,10 +17,15 @@ from ..ops.primitive import Primitive
 from ..tensor import Tensor
 from .ir import Graph, InputSpec
 from .pytree import TreeDef, unflatten
+from .symbolic import resolve
 
 
-def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] | None = None) -> list:
-    """The arrays for each graph input on this call (fresh params, fresh random keys)."""
+def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] | None = None,
+                  dims: dict[str, int] | None = None) -> list:
+    """The arrays for each graph input on this call (fresh params, fresh random keys).
+
+    `dims` (dynamic_dims sizes of this call) sizes the random draws whose count is symbolic.
+    """
     arrays = []
     for spec in specs:
         kind = spec.kind
@@ -32,7 +37,7 @@ def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] |
             arrays.append(spec.literal)
         elif kind == "rng":
             generator, count = spec.ref
-            seed, offset = generator.take(count)
+            seed, offset = generator.take(resolve(count, dims) if dims is not None else count)
             arrays.append(np.array([seed, offset], dtype=np.int64))
         else:  # residual / cotangent: supplied by the caller
             arrays.append(extra[kind][spec.ref])  # type: ignore[index]
@@ -88,7 +93,7 @@ class InferenceEntry:
         self.device = device
 
     def run(self, leaves: list, dims: dict | None) -> Any:
-        outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves), dims)
+        outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
         write_state(self.graph, writes, leaves)
         return self.layout.build([_wrap(o, self.device) for o in outs], leaves)
 
@@ -148,7 +153,7 @@ class TrainingEntry:
         self._out_shapes: list[tuple] = []
 
     def run(self, leaves: list, dims: dict | None) -> Any:
-        inputs = gather_inputs(self.graph.specs, leaves)
+        inputs = gather_inputs(self.graph.specs, leaves, dims=dims)
         outs, writes = self.forward_plan.run(inputs, dims)
         residuals = outs[self.n_outputs:]
         saved = self._saved_inputs(residuals, inputs, leaves) if residuals else ()

@@ -212,5 +212,16 @@ class Tracer:
 
 
 def symbolic_shape(shape: tuple, dims: dict[int, str]) -> tuple:
-    """A shape with the dims named in `dims` replaced by SymInts."""
-    return tuple(SymInt(d, Expr.sym(dims[i])) if i in dims else d for i, d in enumerate(shape))
+    """A shape with the dims named in `dims` replaced by SymInts.
+
+    Sizes 0 and 1 stay concrete (as in PyTorch): broadcasting, squeeze and empty
+    reductions treat them specially, so a plan traced at size 1 would be wrong at
+    other sizes. The cache key keeps them concrete too (see `dynamic_key_dim`).
+    """
+    return tuple(SymInt(d, Expr.sym(dims[i])) if i in dims and dynamic_key_dim(d) else d
+                 for i, d in enumerate(shape))
+
+
+def dynamic_key_dim(size: int) -> bool:
+    """Whether a dim named in dynamic_dims is symbolic at this size (0 and 1 are specialized)."""
+    return size > 1

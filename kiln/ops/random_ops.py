@@ -17,7 +17,7 @@ def uniform_count(shape: tuple) -> int:
 def normal_count(shape: tuple) -> int:
     """How many 32-bit values `normal` consumes (Box-Muller uses pairs)."""
     n = math.prod(shape)
-    return n + (n & 1)
+    return n + n % 2  # (not n & 1: `%` keeps a symbolic size symbolic)
 
 
 def _uniform(xp, key, n):

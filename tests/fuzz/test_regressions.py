@@ -104,3 +104,62 @@ def test_inplace_update_with_a_wider_dtype_gives_grads_in_the_source_dtype():
         Op('iadd', (0, 1)),                                                      # v2
         Op('mul_scalar', (2,), {'c': 2.0}),                                      # v3
     ], outputs=(3,)))
+
+
+# ---- dynamic_dims: the harness also compiles with dynamic_dims={arg: {0: "B"}} for every
+# input whose leading dim has the first input's size, and calls at B and B + 1 ----------
+def test_dynamic_dim_of_size_1_is_specialized():
+    # Traced at B=1, squeeze(0) dropped the dim; the plan was replayed for B=2 and failed (and
+    # other size-1 programs - sums, broadcasts - were silently wrong). Sizes 0 and 1 stay concrete.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1,), 'float32'),                                                  # v0
+        Op('squeeze', (0,), {'dim': 0}),                                         # v1
+    ], outputs=(1,)))
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1, 1), 'float32', grad=True),                                     # v0
+        Input((1,), 'float32'),                                                  # v1
+        Op('layer_norm', (0, 1), {'shape': (1,)}),                               # v2
+    ], outputs=(2,)))
+
+
+def test_dynamic_dim_random_draws_advance_by_the_call_size():
+    # The random stream advanced by the count seen at trace time, so a second draw at another
+    # size overlapped the first one's numbers.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((2, 2), 'float32'),                                                # v0
+        Op('randn_add', (0,)),                                                   # v1
+        Op('randn_add', (0,)),                                                   # v2
+    ], outputs=(2,)))
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((3,), 'float32'),                                                  # v0 (odd, then even)
+        Op('randn_add', (0,)),                                                   # v1
+        Op('randn_add', (0,)),                                                   # v2
+    ], outputs=(2,)))
+
+
+def test_dynamic_dim_batch_norm_running_var_uses_the_call_count():
+    # numel() was a plain int while tracing: the unbiased-variance factor n / (n - 1) was baked in.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((2, 1), 'float32'),                                                # v0
+        Input((1,), 'float32'),                                                  # v1
+        Input((1,), 'float32'),                                                  # v2
+        Op('batch_norm', (0, 1, 2), {'training': True, 'momentum': 0.1}),        # v3
+    ], outputs=(3,)))
+
+
+def test_dynamic_dim_label_smoothing_divides_by_the_call_class_count():
+    # label_smoothing / n_classes is float / SymInt, which Python evaluates as a plain float.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((2,), 'float32'),                                                  # v0
+        Input((2,), 'float32', fill='unit'),                                     # v1
+        Op('cross_entropy', (0, 1), {'reduction': 'mean', 'smoothing': 0.1}),    # v2
+    ], outputs=(2,)))
+
+
+def test_dynamic_dim_split_into_many_chunks():
+    # Chunk starts were a running sum of symbolic sizes: 960 chunks nested the expression 960
+    # deep and printing it hit RecursionError.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((4096,), 'float32'),                                               # v0
+        Op('chunk', (0,), {'chunks': 960, 'dim': 0, 'part': 7}),                 # v1
+    ], outputs=(1,)))
