@@ -608,8 +608,8 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
 def sum_to(g: Tensor, shape: Sequence[int]) -> Tensor:
     """Sum `g` down to `shape` (the inverse of broadcasting), used by VJPs."""
     shape = tuple(shape)
-    if tuple(g.shape) == shape:
-        return g
+    if g.ndim == len(shape) and tuple(g.shape) == shape:  # (lengths first: tuple == compares items first,
+        return g                                          # and each symbolic size compared is a shape guard)
     if g.ndim < len(shape):  # `shape` has extra leading 1s (x[i] = v with v of shape (1, n))
         from .shape import reshape  # noqa: PLC0415
 

@@ -281,20 +281,28 @@ def check_program(program: Program, backends: list[str] | None = None, dynamic: 
     return Result(problems, eager_error, fallback)
 
 
+GROWTH = {"B+1": lambda b: b + 1, "2B+1": lambda b: 2 * b + 1}  # the other sizes a dynamic plan is called at
+
+
 def check_dynamic(program: Program, backends: list[str] | None, eager: Run) -> list[str]:
-    """Compile with dynamic_dims (one symbolic size "B"), call at B and at B + 1, compare with eager."""
-    variant = dynamic_variant(program)
-    if variant is None:
+    """Compile with dynamic_dims (one symbolic size "B"); call at B, B + 1 and 2B + 1; compare with eager."""
+    variants = []
+    for label, grow in GROWTH.items():
+        variant = dynamic_variant(program, grow)
+        if variant is None:
+            return []
+        dims, grown = variant
+        grown_eager = run_call(program_function(grown), grown, 1)
+        if grown_eager.error is None:  # else the ops do not fit that size: nothing to compare
+            variants.append((label, grown, grown_eager))
+    if not variants:
         return []
-    dims, grown = variant
     fn = program_function(program)
-    grown_eager = run_call(program_function(grown), grown, 1)
-    if grown_eager.error is not None:
-        return []  # the ops do not fit the other size: nothing to compare
     problems = []
     for name in backends or list(BACKENDS):
         compiled = kiln.compile(fn, backend=name, dynamic_dims=dims)
         label = f"[{name} dynamic_dims={dims}]"
         problems += compare_runs(f"{label} call at B", run_call(compiled, program, 0), eager)
-        problems += compare_runs(f"{label} call at B+1", run_call(compiled, grown, 1), grown_eager)
+        for size, grown, grown_eager in variants:
+            problems += compare_runs(f"{label} call at {size}", run_call(compiled, grown, 1), grown_eager)
     return problems

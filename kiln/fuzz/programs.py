@@ -203,11 +203,11 @@ def make_inputs(program: Program, call: int) -> tuple[list[kiln.Tensor], list[ki
     return bases, args
 
 
-def dynamic_variant(program: Program) -> tuple[dict, Program] | None:
+def dynamic_variant(program: Program, grow: Callable[[int], int] = lambda b: b + 1) -> tuple[dict, Program] | None:
     """(dynamic_dims, the program at another size) for kiln.compile(dynamic_dims=...) tests.
 
     The leading dim of the first input with one becomes the symbol "B"; every input whose
-    leading dim has that size grows by one in the variant. The variant may not be valid
+    leading dim has that size has size grow(B) in the variant. The variant may not be valid
     (an op's params can bake the size in): the harness skips it when eager code raises.
     """
     inputs = program.inputs
@@ -219,7 +219,7 @@ def dynamic_variant(program: Program) -> tuple[dict, Program] | None:
     for arg, (i, spec) in enumerate(inputs):
         if len(spec.shape) >= 1 and spec.shape[0] == size:
             dims[arg] = {0: "B"}
-            stmts[i] = Input((size + 1,) + tuple(spec.shape[1:]), spec.dtype, spec.grad, spec.fill, spec.view)
+            stmts[i] = Input((grow(size),) + tuple(spec.shape[1:]), spec.dtype, spec.grad, spec.fill, spec.view)
     return dims, Program(stmts, program.outputs, program.dtype, program.seed, program.no_grad)
 
 

@@ -32,6 +32,7 @@ from .passes import DeadNodeElim, NoGradStrip, PassLog, Pipeline, inference_pipe
     run_pass, training_pipeline
 from . import debug
 from .pytree import flatten
+from .symbolic import guards_hold, unique_guards
 from .trace import GraphBreakError, Tracer, dynamic_key_dim, symbolic_shape
 
 
@@ -77,6 +78,13 @@ def _captured_unchanged(entry: Any) -> bool:
         if tensor.requires_grad != requires_grad:
             return False
     return True
+
+
+def _reusable(entry: Any, dims: dict | None) -> bool:
+    """The entry fits this call: captured tensors as traced, and (dynamic_dims) the Python
+    branches taken on symbolic sizes while tracing go the same way for this call's sizes."""
+    guards = getattr(entry, "shape_guards", None)
+    return _captured_unchanged(entry) and (not guards or guards_hold(guards, dims))
 
 
 class JITFunction:
@@ -136,7 +144,7 @@ class JITFunction:
         leaves, treedef = self._flatten_call(args, kwargs)
         key, dims = self._make_key(args, kwargs, leaves, treedef)
         entry = self._cache.get(key)
-        if entry is not None and _captured_unchanged(entry):
+        if entry is not None and _reusable(entry, dims):
             return self._run_cached(entry, args, kwargs, leaves, dims)
         return self._compile_and_run(key, dims, args, kwargs, leaves, treedef)
 
@@ -268,9 +276,9 @@ class JITFunction:
             if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
                 key, dims = self._make_key(args, kwargs, leaves, treedef)
             entry = self._cache.get(key)
-            if entry is not None and _captured_unchanged(entry):  # another thread compiled it meanwhile
+            if entry is not None and _reusable(entry, dims):  # another thread compiled it meanwhile
                 return self._run_cached(entry, args, kwargs, leaves, dims)
-            replacing = entry is not None  # its captured tensors' requires_grad changed
+            replacing = entry is not None  # its captured tensors' requires_grad or its shape guards changed
             start = time.perf_counter()
             n_reasons, n_history = len(self.stats.miss_reasons), len(self._history)
             try:
@@ -360,6 +368,7 @@ class JITFunction:
             with logging_passes(log):
                 forward = run_pass(inference_pipeline(self.passes), graph)
             entry = InferenceEntry(forward, self._lower(forward), layout, device)
+        entry.shape_guards = unique_guards(tracer.shape_guards + (diff.shape_guards if training else []))
         self._pass_logs[key] = log
         debug.log_passes(self.__name__, log, backward_log if training else None)
         text = (f"  compiled a {entry.kind} plan ({self.backend_name}): {len(graph.nodes)} traced nodes -> "

@@ -9,7 +9,7 @@ share one definition of every gradient.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import autograd
 from ..functional.math import add
@@ -72,6 +72,7 @@ class Differentiated:
     n_outputs: int  # user outputs come first in forward.outputs; residuals follow
     cotangent_outputs: list[int]  # which user outputs take a cotangent (backward input order)
     grad_inputs: list[int]  # forward input indices whose grads the backward graph outputs
+    shape_guards: list = field(default_factory=list)  # comparisons on symbolic sizes made by the VJPs
 
 
 def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Differentiated:
@@ -113,4 +114,4 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
     forward = graph.copy()
     n_outputs = len(forward.outputs)
     forward.outputs = forward.outputs + list(bt.residual_order)
-    return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs)
+    return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs, bt.shape_guards)

@@ -10,9 +10,13 @@ from __future__ import annotations
 import operator
 from typing import Any, Callable
 
+from ..ops.primitive import trace_state
+
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
     "%": operator.mod, "/": operator.truediv,
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+    ">=": operator.ge,
 }
 
 
@@ -124,6 +128,63 @@ def simplify(op: str, a: Any, b: Any) -> Any:
     return Expr(op, a, b)
 
 
+def _compare(op: str) -> Callable:
+    """A comparison that answers for the traced sizes and records that answer as a shape guard.
+
+    Python code branching on a symbolic size (``if n == 1``, ``min(step, n - k)``) bakes the
+    branch it took into the plan; the guard makes the plan retrace for sizes that would
+    branch the other way (see `guards_hold`).
+    """
+    fn = _OPS[op]
+    equality = op in ("==", "!=")
+
+    def method(self: Any, other: Any) -> Any:
+        if not isinstance(other, (int, float)):
+            return NotImplemented
+        a, b = _plain(self), _plain(other)
+        result = fn(a, b)
+        other_expr = _expr_of(other)
+        # Sizes that differ while tracing are taken to differ for every size (as PyTorch's
+        # size-oblivious checks do): shape checks compare B with other dims all the time, and a
+        # guard on each would retrace whenever B happened to equal one of them. Equal sizes,
+        # and every ordering, are guarded.
+        if not (equality and a != b) and str(self.expr) != str(other_expr):
+            _record_guard(Expr(op, self.expr, other_expr), result)
+        return result
+
+    return method
+
+
+def _truth(self: Any) -> bool:
+    result = _plain(self) != 0
+    _record_guard(Expr("!=", self.expr, 0), result)
+    return result
+
+
+def _record_guard(expr: Expr, result: bool) -> None:
+    guards = getattr(trace_state.tracer, "shape_guards", None)
+    if guards is not None:
+        guards.append((expr, result))
+
+
+def guards_hold(guards: Any, env: dict[str, int] | None) -> bool:
+    """Whether every recorded comparison answers the same for this call's sizes."""
+    if not guards or env is None:
+        return True
+    try:
+        return all(bool(expr.evaluate(env)) == result for expr, result in guards)
+    except (ArithmeticError, KeyError):  # e.g. a division by a size that is 0 now
+        return False
+
+
+def unique_guards(guards: list) -> tuple:
+    """The distinct guards of a trace, in order (one branch is often tested many times)."""
+    seen: dict[tuple, tuple] = {}
+    for expr, result in guards:
+        seen.setdefault((str(expr), result), (expr, result))
+    return tuple(seen.values())
+
+
 def _plain(x: Any) -> Any:
     """The concrete number behind a symbolic one (plain numbers pass through)."""
     if isinstance(x, SymInt):
@@ -159,6 +220,14 @@ class SymInt(int):
     __truediv__ = _binop("/")
     __rtruediv__ = _binop("/", True)
 
+    __eq__ = _compare("==")
+    __ne__ = _compare("!=")
+    __lt__ = _compare("<")
+    __le__ = _compare("<=")
+    __gt__ = _compare(">")
+    __ge__ = _compare(">=")
+    __bool__ = _truth
+
     def __neg__(self) -> "SymInt":
         return SymInt(-int(self), Expr("neg", self.expr))
 
@@ -188,6 +257,13 @@ class SymFloat(float):
     __rmul__ = _binop("*", True)
     __truediv__ = _binop("/")
     __rtruediv__ = _binop("/", True)
+    __eq__ = _compare("==")
+    __ne__ = _compare("!=")
+    __lt__ = _compare("<")
+    __le__ = _compare("<=")
+    __gt__ = _compare(">")
+    __ge__ = _compare(">=")
+    __bool__ = _truth
 
     def __hash__(self) -> int:
         return float.__hash__(self)

@@ -52,6 +52,7 @@ class Tracer:
         self.views: dict[int, list[Tensor]] = {}  # id(memory owner) -> traced tensors sharing its memory
         self.input_owners: dict[int, int] = {}  # id(memory owner) -> how many distinct inputs share it
         self.stale: set[int] = set()  # ids of traced tensors whose memory an in-place write changed
+        self.shape_guards: list = []  # (expr, result) of comparisons on symbolic sizes (dynamic_dims)
 
     # ---- activation ---------------------------------------------------------------
     def __enter__(self) -> "Tracer":
@@ -152,7 +153,7 @@ class Tracer:
     def on_detach(self, src: Tensor, dst: Tensor) -> None:
         if id(src) not in self.env:
             return
-        v = self.env[id(src)]
+        v = self.value_of(src)  # (a stale read through value_of breaks the graph, as any read does)
         out = Value(v.shape, v.dtype, v.device)
         self.graph.nodes.append(Node(REGISTRY["stop_gradient"], [v], {}, out))
         self._bind(dst, out)

@@ -163,3 +163,48 @@ def test_dynamic_dim_split_into_many_chunks():
         Input((4096,), 'float32'),                                               # v0
         Op('chunk', (0,), {'chunks': 960, 'dim': 0, 'part': 7}),                 # v1
     ], outputs=(1,)))
+
+
+def test_dynamic_dim_python_branches_on_sizes_are_guarded():
+    # Python branches on symbolic sizes were baked into the plan: split's min(step, n - k*step)
+    # chose the last chunk's length at trace time (2B+1 got the wrong chunk), and sum_to's
+    # `size != 1` check on a derived size B-1 == 1 skipped a reduction (wrong grad shape at B+1).
+    # Comparisons now record shape guards; a plan whose guards fail retraces.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((2048, 1), 'float32'),                                             # v0
+        Op('split', (0,), {'size': 1025, 'dim': 0, 'part': 1}),                  # v1
+    ], outputs=(1,)))
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((2, 1), 'float32'),                                                # v0
+        Op('pad', (0,), {'pads': (0, 1, 0, -1), 'value': 0.0}),                  # v1
+        Input((1, 1), 'float32', grad=True),                                     # v2
+        Op('add', (2, 1)),                                                       # v3
+    ], outputs=(3,)))
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((2, 1, 1), 'float32'),                                             # v0
+        Op('getitem', (0,), {'index': (('s', 3, None, None), ('e',), ('i', 0))}), # v1
+        Op('randn_add', (1,)),                                                   # v2
+    ], outputs=(2,)))
+
+
+def test_dynamic_dim_plans_still_share_across_sizes():
+    # ...while shape checks between different dims (B vs 16) guard nothing: one plan serves all.
+    from kiln.models import gpt
+
+    model = gpt(50, 2, 2, 16, 16)
+    f = kiln.compile(model, dynamic_dims={0: {0: "B", 1: "T"}})
+    for b, t in [(2, 8), (3, 5), (4, 12), (16, 16)]:
+        idx = kiln.randint(0, 50, (b, t))
+        np.testing.assert_allclose(f(idx).detach().numpy(), model(idx).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert f.stats.misses == 1
+
+
+def test_detach_of_a_tensor_updated_through_a_view():
+    # t = x.clone(); t[..., :] += 2; t.detach(): detach read t's value from before the update
+    # (the stale-read check covered every read but detach), so the replay lost the update.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1, 1, 1), 'float32'),                                             # v0
+        Op('getitem', (0,), {'index': (('i', 0), ('e',), ('s', None, None, None))}), # v1
+        Op('view_iadd', (1,), {'index': (('e',), ('s', None, None, None)), 'value': 2.0}), # v2
+        Op('detach', (2,)),                                                      # v3
+    ], outputs=(3,)))
