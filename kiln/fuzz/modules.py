@@ -66,13 +66,15 @@ class ModuleProgram:
     dtype: str = "float32"
     seed: int = 0
     mode: str = "module"  # or "loss_fn"
+    vocab: int = 0  # > 0: the input is int64 tokens in [0, vocab) (for an Embedding first layer)
 
     def source(self) -> str:
         lines = ["ModuleProgram(layers=["]
         lines += [f"    {layer.source()}," for layer in self.layers]
         lines.append(f"], input_shape={self.input_shape!r}, classes={self.classes!r}, loss={self.loss!r}, "
                      f"optimizer={self.optimizer!r}, opt_kwargs={self.opt_kwargs!r}, steps={self.steps!r}, "
-                     f"dtype={self.dtype!r}, seed={self.seed!r}, mode={self.mode!r})")
+                     f"dtype={self.dtype!r}, seed={self.seed!r}, mode={self.mode!r}"
+                     + (f", vocab={self.vocab!r})" if self.vocab else ")"))
         return "\n".join(lines)
 
     __str__ = __repr__ = source
@@ -84,7 +86,10 @@ class ModuleProgram:
 
     def batch(self, step: int) -> tuple[kiln.Tensor, kiln.Tensor]:
         rng = np.random.default_rng([self.seed, step])
-        x = kiln.from_numpy(rng.standard_normal(self.input_shape).astype(self.dtype))
+        if self.vocab:
+            x = kiln.from_numpy(np.array(rng.integers(0, self.vocab, size=self.input_shape, dtype=np.int64)))
+        else:
+            x = kiln.from_numpy(rng.standard_normal(self.input_shape).astype(self.dtype))
         n = self.input_shape[0]
         if self.loss == "cross_entropy":
             y = kiln.from_numpy(rng.integers(0, self.classes, size=(n,), dtype=np.int64))
@@ -215,13 +220,35 @@ ACTIVATIONS = ["ReLU", "Tanh", "GELU", "Sigmoid", "SiLU", "LeakyReLU", "Softplus
 
 @st.composite
 def module_programs(draw: Callable) -> ModuleProgram:
-    """A random Sequential over vectors or images, with a loss, an optimizer and a compile mode."""
+    """A random Sequential over vectors, images, token sequences (transformer layers) or 1-d signals,
+    with a loss, an optimizer and a compile mode."""
     n = draw(st.integers(2, 4))
-    image = draw(st.booleans())
+    kind = draw(st.sampled_from(["vector", "image", "sequence", "signal"]))
     layers: list[Layer] = []
-    if image:
+    vocab = 0
+    if kind == "sequence":  # tokens -> Embedding -> transformer layers -> flatten
+        vocab, length = draw(st.integers(2, 6)), draw(st.integers(1, 4))
+        heads = draw(st.integers(1, 2))
+        embed = heads * draw(st.integers(1, 3))
+        input_shape: tuple = (n, length)
+        layers.append(Layer("Embedding", (vocab, embed)))
+        for _ in range(draw(st.integers(1, 2))):
+            layers.append(Layer("TransformerEncoderLayer", (embed, heads), {
+                "dim_feedforward": draw(st.integers(1, 6)), "dropout": draw(st.sampled_from([0.0, 0.1])),
+                "activation": draw(st.sampled_from(["relu", "gelu"])), "batch_first": True,
+                "norm_first": draw(st.booleans())}))
+        layers.append(Layer("Flatten"))
+        features = length * embed
+    elif kind == "signal":  # (N, C, L) -> Conv1d -> activation -> flatten
+        c, length = draw(st.integers(1, 3)), draw(st.integers(3, 6))
+        input_shape = (n, c, length)
+        out, k = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        layers += [Layer("Conv1d", (c, out, k), {"padding": draw(st.integers(0, k // 2))}),
+                   Layer(draw(st.sampled_from(ACTIVATIONS))), Layer("Flatten")]
+        features = out * (length + 2 * layers[0].kwargs["padding"] - k + 1)
+    elif kind == "image":
         c, h, w = draw(st.integers(1, 3)), draw(st.integers(3, 6)), draw(st.integers(3, 6))
-        input_shape: tuple = (n, c, h, w)
+        input_shape = (n, c, h, w)
         for _ in range(draw(st.integers(1, 3))):
             kind = draw(st.sampled_from(["Conv2d", "ReLU", "BatchNorm2d", "MaxPool2d", "AvgPool2d", "Dropout",
                                          "GELU"]))
@@ -276,4 +303,4 @@ def module_programs(draw: Callable) -> ModuleProgram:
     return ModuleProgram(layers, input_shape, classes, loss=draw(st.sampled_from(["cross_entropy", "mse"])),
                          optimizer=optimizer, opt_kwargs=opt_kwargs, steps=draw(st.integers(1, 3)),
                          dtype=draw(st.sampled_from(FLOATS)), seed=draw(st.integers(0, 2 ** 16)),
-                         mode=draw(st.sampled_from(["module", "loss_fn"])))
+                         mode=draw(st.sampled_from(["module", "loss_fn"])), vocab=vocab)

@@ -128,8 +128,26 @@ class _CompiledBackward(Primitive):
         return entry.backward(bundle, residuals)
 
 
+class _NoDoubleBackward(Primitive):
+    """The grad_fn of gradients a compiled backward made under create_graph=True.
+
+    The backward plan computes on arrays, so it records no graph of its own; these grads
+    require grad (as eager's do) and raise if something differentiates through them, instead
+    of silently contributing nothing (a gradient penalty would lose its term).
+    """
+
+    def __init__(self) -> None:
+        self.name = "compiled_call_backward"
+
+    def vjp(self, g, inputs, node):
+        raise RuntimeError("differentiating through the gradient of a compiled function (double backward, "
+                           "e.g. a gradient penalty) is not supported: its backward plan records no graph. "
+                           "Fix: compute this loss with the uncompiled function.")
+
+
 _SELECT = _OutputSelect()
 _BACKWARD = _CompiledBackward()
+_NO_DOUBLE = _NoDoubleBackward()
 
 
 class TrainingEntry:
@@ -226,7 +244,13 @@ class TrainingEntry:
                 cotangents[i] = g._data
         inputs = gather_inputs(self.backward_graph.specs, [], {"residual": arrays, "cotangent": cotangents})
         grads, _ = self.backward_plan.run(inputs, dims)
-        return tuple(_wrap(g, self.device) for g in grads)
+        out = tuple(_wrap(g, self.device) for g in grads)
+        if autograd.is_grad_enabled():  # create_graph=True: mark the grads as not differentiable further
+            for t in out:
+                if t._data.dtype.kind == "f":
+                    t.requires_grad = True
+                    t._node = Node(_NO_DOUBLE, (), {}, t)
+        return out
 
 
 class FallbackEntry:

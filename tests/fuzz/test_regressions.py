@@ -208,3 +208,21 @@ def test_detach_of_a_tensor_updated_through_a_view():
         Op('view_iadd', (1,), {'index': (('e',), ('s', None, None, None)), 'value': 2.0}), # v2
         Op('detach', (2,)),                                                      # v3
     ], outputs=(3,)))
+
+
+def test_double_backward_through_a_compiled_function_raises_instead_of_dropping_terms():
+    # Found probing the harness's cotangent path with create_graph=True: the compiled backward
+    # returned grads without a grad_fn, so a gradient penalty (y + |dy/dx|^2) silently lost its
+    # term. Those grads now require grad and raise when differentiated through.
+    def f(x):
+        return (x.sin() * x).sum()
+
+    compiled = kiln.compile(f)
+    compiled(kiln.randn(3, requires_grad=True))  # the trace call
+    x = kiln.randn(3, requires_grad=True)
+    (g,) = kiln.autograd.grad(compiled(x), x, create_graph=True)  # the replay: first order works
+    (want,) = kiln.autograd.grad(f(x), x)
+    np.testing.assert_allclose(g.detach().numpy(), want.numpy(), rtol=1e-6)
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="double backward"):
+        (g * g).sum().backward()
