@@ -371,7 +371,8 @@ class JITFunction:
         entry.shape_guards = unique_guards(tracer.shape_guards + (diff.shape_guards if training else []))
         self._pass_logs[key] = log
         debug.log_passes(self.__name__, log, backward_log if training else None)
-        text = (f"  compiled a {entry.kind} plan ({self.backend_name}): {len(graph.nodes)} traced nodes -> "
+        article = "an" if entry.kind == "inference" else "a"
+        text = (f"  compiled {article} {entry.kind} plan ({self.backend_name}): {len(graph.nodes)} traced nodes -> "
                 f"{len(entry.graph.nodes)} forward nodes\n  forward passes:\n{log}")
         if training:
             text += f"\n  backward passes ({len(diff.backward.nodes)} -> {len(entry.backward_graph.nodes)} nodes):\n{backward_log}"
@@ -511,26 +512,28 @@ class JITModule(JITFunction):
 
         cached = self.__dict__.get("_module_key_cache")
         if cached is None or cached[0] != MutationEpoch.value:
-            version, flags = self._walk_module()
+            version, training, attributes = self._walk_module()
             params = [p for p in self._module.parameters()]
-            cached = (MutationEpoch.value, version, flags, params)
+            cached = (MutationEpoch.value, version, training, attributes, params)
             object.__setattr__(self, "_module_key_cache", cached)
-        return (cached[1], cached[2], tuple([p.requires_grad for p in cached[3]]))
+        return (cached[1], cached[2], cached[3], tuple([p.requires_grad for p in cached[4]]))
 
-    def _walk_module(self) -> tuple[int, tuple]:
+    def _walk_module(self) -> tuple[int, tuple, tuple]:
+        """(newest structure stamp, training flags, plain scalar attributes by dotted name)."""
         version = 0
         training: list = []
-        stack = [self._module]
+        attributes: list = []
+        stack = [("", self._module)]
         while stack:
-            m = stack.pop()
+            path, m = stack.pop()
             if m._structure_version > version:
                 version = m._structure_version
             training.append(m.training)
             for name, value in m.__dict__.items():  # plain Python attributes the forward may read
                 if not name.startswith("_") and name != "training" and isinstance(value, _SCALARS):
-                    training.append((name, _static_key(value)))
-            stack.extend(c for c in m._modules.values() if c is not None)
-        return version, tuple(training)
+                    attributes.append((path + name, _static_key(value)))
+            stack.extend((f"{path}{n}.", c) for n, c in m._modules.items() if c is not None)
+        return version, tuple(training), tuple(attributes)
 
     def _extra_inputs(self, tracer: Tracer) -> None:
         for name, p in self._module.named_parameters():
@@ -549,7 +552,19 @@ class JITModule(JITFunction):
         module = self.__dict__.get("_module")
         if module is None:
             raise AttributeError(name)
-        return getattr(module, name)
+        value = getattr(module, name)
+        if callable(value) and getattr(value, "__self__", None) is module:
+            return self._keep_wrapped(value)
+        return value
+
+    def _keep_wrapped(self, method: Callable) -> Callable:
+        """A module method that returns the module (to, float, requires_grad_...) returns this JITModule."""
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            return self if result is self._module else result
+
+        return call
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_") or name in type(self).__dict__ or name in JITFunction.__dict__ \

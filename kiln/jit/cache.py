@@ -40,9 +40,17 @@ def describe_difference(new: CacheKey, old: CacheKey) -> list[str]:
                     reasons.append(f"tensor leaf {i}: requires_grad {rb} -> {ra}")
         elif name == "module" and a and b:
             labels = ("module structure (params, buffers, submodules or hooks)", "training mode",
-                      "parameter requires_grad")
+                      "module attributes", "parameter requires_grad")
             for label, x, y in zip(labels, a, b):
-                if x != y:
+                if x == y:
+                    continue
+                if label == "module attributes":
+                    old_attrs, new_attrs = dict(y), dict(x)
+                    for attr in sorted(set(old_attrs) | set(new_attrs)):
+                        if old_attrs.get(attr) != new_attrs.get(attr):
+                            reasons.append(f"module attribute `{attr}` changed: "
+                                           f"{_value(old_attrs.get(attr))} -> {_value(new_attrs.get(attr))}")
+                else:
                     reasons.append(f"{label} changed")
         else:
             reasons.append(f"{name}: {_short(b)} -> {_short(a)}")
@@ -61,6 +69,13 @@ def changed_dims(new: CacheKey, old: CacheKey) -> list[tuple[int, int]]:
             return []
         out.extend((i, d) for d, (x, y) in enumerate(zip(sa, sb)) if x != y)
     return out
+
+
+def _value(key: Any) -> str:
+    """A static key ("float", "2.0") shown as the value it stands for."""
+    if isinstance(key, tuple) and len(key) == 2:
+        return str(key[1])
+    return "<unset>" if key is None else repr(key)
 
 
 def _shape(s: tuple) -> str:

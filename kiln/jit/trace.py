@@ -132,10 +132,11 @@ class Tracer:
         if id(t) not in self.env:
             return  # an outside tensor: its value is not traced
         where = user_location()
+        fix = ("or compile with fullgraph=False to fall back to eager for this call signature."
+               if self.fullgraph else "this call signature now runs eagerly.")
         message = (f"data-dependent Python control flow: `{why}` on a traced tensor at {where}. "
                    "The graph cannot capture a Python value computed from tensor data. Fix: use "
-                   "tensor ops (kiln.where, masking) instead of Python branches, or compile with "
-                   "fullgraph=False to fall back to eager for this call signature.")
+                   f"tensor ops (kiln.where, masking) instead of Python branches; {fix}")
         self._break(message)
 
     def _break(self, message: str) -> None:

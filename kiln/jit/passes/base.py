@@ -71,7 +71,7 @@ def run_pass(p: Any, graph: Graph) -> Graph:
     if _active.stack and not isinstance(p, (Pipeline, Looped)):
         fired = getattr(p, "last_fired", None)
         detail = ", ".join(f"{rule} x{n}" for rule, n in fired.items()) if isinstance(fired, dict) else ""
-        _active.stack[-1].add(getattr(p, "name", type(p).__name__), before, len(out.nodes),
+        _active.stack[-1].add(_pass_name(p), before, len(out.nodes),
                               (time.perf_counter() - start) * 1e3, detail)
     return out
 
@@ -90,12 +90,17 @@ class logging_passes:
         _active.stack.pop()
 
 
+def _pass_name(p: Any) -> str:
+    """A pass's `name`, else a function's __name__, else its class name."""
+    return getattr(p, "name", None) or getattr(p, "__name__", None) or type(p).__name__
+
+
 class Pipeline:
     """Run passes in order; a list of passes is a pass."""
 
     def __init__(self, passes: Iterable[Any], name: str | None = None):
         self.passes = list(passes)
-        self.name = name or "Pipeline[" + ", ".join(getattr(p, "name", type(p).__name__) for p in self.passes) + "]"
+        self.name = name or "Pipeline[" + ", ".join(_pass_name(p) for p in self.passes) + "]"
 
     def __call__(self, graph: Graph) -> Graph:
         for p in self.passes:
