@@ -59,7 +59,18 @@ class _Stop(Exception):
 
 
 def _problems(program: Any, modules: bool) -> list[str]:
-    return check_module_program(program) if modules else check_program(program).mismatches
+    return _check(program, modules)[0]
+
+
+def _check(program: Any, modules: bool) -> tuple[list[str], Any]:
+    """(mismatches, the op program's Result or None); a crash of the harness itself is a mismatch too."""
+    try:
+        if modules:
+            return check_module_program(program), None
+        result = check_program(program)
+        return result.mismatches, result
+    except Exception as exc:  # noqa: BLE001 - reported (and shrunk) like any other failure
+        return [f"the harness raised {type(exc).__name__}: {exc}"], None
 
 
 def run_batch(campaign: Campaign, seed: int, examples: int, deadline: float, modules: bool,
@@ -72,18 +83,14 @@ def run_batch(campaign: Campaign, seed: int, examples: int, deadline: float, mod
             return  # out of time: the rest of the batch passes trivially
         if state["failed"] is not None and time.monotonic() > state["shrink_until"]:
             return  # shrinking has had long enough: keep the smallest failure so far
-        if modules:
-            problems = check_module_program(program)
-        else:
-            result = check_program(program)
-            problems = result.mismatches
+        problems, result = _check(program, modules)
         if state["failed"] is None:
             if modules:
                 campaign.modules += 1
             else:
                 campaign.programs += 1
-                campaign.eager_errors += result.eager_error is not None
-                campaign.fallbacks += result.fallback
+                campaign.eager_errors += result is not None and result.eager_error is not None
+                campaign.fallbacks += result is not None and result.fallback
         if problems:
             if state["failed"] is None:
                 state["failed"] = program
@@ -101,9 +108,9 @@ def run_batch(campaign: Campaign, seed: int, examples: int, deadline: float, mod
         test()
     except _Stop:
         pass
-    except Exception as exc:  # noqa: BLE001 - hypothesis wraps the failure in its own error types
+    except Exception:  # hypothesis wraps the failure in its own error types
         if state["last"] is None:
-            raise exc
+            raise
     if state["last"] is not None:
         minimal, problems = state["last"]
         if shrink:

@@ -54,32 +54,61 @@ def cotangent(shape: tuple, dtype: str, seed: Any) -> kiln.Tensor:
 
 @contextlib.contextmanager
 def rounding_noise(seed: int) -> Iterator[None]:
-    """Eager execution with every float result of every (non-view) primitive nudged by up to an ulp.
+    """Eager execution with float values nudged by up to an ulp: every (non-view) primitive's
+    result, and every gradient contribution a VJP hands on (pass-through ones included).
 
     Runs under it show how far rounding differences can move each result of a program:
-    the slack a compiled plan that rounds differently (fused C, another summation order)
-    is allowed where a cancellation amplifies them.
+    the slack a compiled plan that rounds differently (fused C, another order of summing
+    gradient contributions) is allowed where a cancellation amplifies them. Nudging the
+    contributions matters where eager cancels exactly (g - g) and a reordered sum does not.
     """
     rng = np.random.default_rng(seed)
+
+    def nudge(a: Any) -> Any:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+            eps = np.finfo(a.dtype).eps
+            return (a * (1 + rng.uniform(-eps, eps, a.shape))).astype(a.dtype)
+        return a
+
     patched = []
     for prim in REGISTRY.values():
-        if prim.is_view or "kernel" in prim.__dict__:
+        if "kernel" in prim.__dict__ or "vjp" in prim.__dict__:
             continue
+        if not prim.is_view:
+            def kernel(xp: Any, *arrays: Any, _kernel: Callable = prim.kernel, **params: Any) -> Any:
+                return nudge(_kernel(xp, *arrays, **params))
 
-        def noisy(xp: Any, *arrays: Any, _kernel: Callable = prim.kernel, **params: Any) -> Any:
-            out = _kernel(xp, *arrays, **params)
-            if isinstance(out, np.ndarray) and out.dtype.kind == "f" and out.size:
-                eps = np.finfo(out.dtype).eps
-                out = (out * (1 + rng.uniform(-eps, eps, out.shape))).astype(out.dtype)
-            return out
+            prim.kernel = kernel
 
-        prim.kernel = noisy
+        def vjp(g: Any, inputs: Any, node: Any, _vjp: Callable = prim.vjp, **params: Any) -> Any:
+            return tuple(gi if not isinstance(gi, kiln.Tensor) else kiln.Tensor._wrap(nudge(gi._data), gi._device)
+                         for gi in _vjp(g, inputs, node, **params))
+
+        prim.vjp = vjp
         patched.append(prim)
     try:
         yield
     finally:
         for prim in patched:
-            del prim.kernel
+            prim.__dict__.pop("kernel", None)
+            del prim.vjp
+
+
+class RoundingSpread:
+    """Eager runs of a program under `rounding_noise` (three seeds), per call, computed on demand."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.fn = program_function(program)
+        self.runs: dict[int, list[Run]] = {}
+
+    def __call__(self, call: int) -> list[Run]:
+        if call not in self.runs:
+            self.runs[call] = []
+            for seed in (1, 2, 3):
+                with rounding_noise(seed):
+                    self.runs[call].append(run_call(self.fn, self.program, call))
+        return self.runs[call]
 
 
 def run_call(fn: Callable, program: Program, call: int) -> Run:
@@ -248,16 +277,7 @@ def check_program(program: Program, backends: list[str] | None = None, dynamic: 
         warnings.simplefilter("ignore")
         eager = [run_call(fn, program, call) for call in range(CALLS)]
         eager_error = eager[0].error
-        noisy: dict[int, list[Run]] = {}
-
-        def rounding_spread(call: int) -> list[Run]:
-            """Eager runs of this call with every op's result nudged by an ulp (computed on demand)."""
-            if call not in noisy:
-                noisy[call] = []
-                for seed in (1, 2, 3):
-                    with rounding_noise(seed):
-                        noisy[call].append(run_call(fn, program, call))
-            return noisy[call]
+        spread = RoundingSpread(program)
 
         for name in backends or list(BACKENDS):
             compiled = kiln.compile(fn, backend=name)
@@ -265,7 +285,7 @@ def check_program(program: Program, backends: list[str] | None = None, dynamic: 
             for call in range(CALLS):
                 runs.append(run_call(compiled, program, call))
                 problems += compare_runs(f"[{name}] call {call}", runs[-1], eager[call],
-                                         lambda call=call: rounding_spread(call))
+                                         lambda call=call: spread(call))
             first = runs[0]
             for k, (t, snap) in enumerate(zip(first.tensors, first.outputs)):
                 if isinstance(t, kiln.Tensor) and first.error is None:
@@ -294,15 +314,18 @@ def check_dynamic(program: Program, backends: list[str] | None, eager: Run) -> l
         dims, grown = variant
         grown_eager = run_call(program_function(grown), grown, 1)
         if grown_eager.error is None:  # else the ops do not fit that size: nothing to compare
-            variants.append((label, grown, grown_eager))
+            variants.append((label, grown, grown_eager, RoundingSpread(grown)))
     if not variants:
         return []
     fn = program_function(program)
+    spread = RoundingSpread(program)
     problems = []
     for name in backends or list(BACKENDS):
         compiled = kiln.compile(fn, backend=name, dynamic_dims=dims)
         label = f"[{name} dynamic_dims={dims}]"
-        problems += compare_runs(f"{label} call at B", run_call(compiled, program, 0), eager)
-        for size, grown, grown_eager in variants:
-            problems += compare_runs(f"{label} call at {size}", run_call(compiled, grown, 1), grown_eager)
+        problems += compare_runs(f"{label} call at B", run_call(compiled, program, 0), eager,
+                                 lambda: spread(0))
+        for size, grown, grown_eager, grown_spread in variants:
+            problems += compare_runs(f"{label} call at {size}", run_call(compiled, grown, 1), grown_eager,
+                                     lambda grown_spread=grown_spread: grown_spread(1))
     return problems

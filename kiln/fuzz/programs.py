@@ -1,4 +1,4 @@
-"""Random kiln programs: a small list-of-statements IR and a hypothesis strategy that draws them.
+"""Kiln programs as a small list-of-statements IR: data, the op table, and running them.
 
 A `Program` is a list of statements. Each statement makes one value, numbered by
 its position: an `Input` (a tensor argument of the program) or an `Op` (one call
@@ -11,9 +11,7 @@ rebuilds them, so a shrunk failing program can be pasted into a regression test:
         Op('sum', (1,), {'dim': 0, 'keepdim': True}),            # v2
     ], outputs=(2,))
 
-The generator tracks every value's shape and dtype, so programs are shape-valid
-by construction: each op picks operands that fit (or makes a new input that
-does) and its result type comes from running it once on placeholder data.
+strategies.py draws random programs; harness.py runs them eagerly and compiled.
 """
 from __future__ import annotations
 
@@ -135,9 +133,9 @@ def _specials(dtype: str) -> list[float]:
 def fill_array(rng: np.random.Generator, shape: tuple, dtype: str, fill: str) -> np.ndarray:
     """Data for one input (or view base)."""
     n = int(np.prod(shape, dtype=np.int64))
-    if fill.startswith("index:") or fill.startswith("target:"):
+    if fill.startswith(("index:", "target:")):
         kind, hi = fill.split(":")
-        data = np.array(rng.integers(0, int(hi), size=shape, dtype=np.int64))
+        data = np.array(rng.integers(0, max(int(hi), 1), size=shape, dtype=np.int64))  # (N = 0: an empty dim)
         if kind == "target":
             data[rng.random(shape) < 0.25] = -100
         return data

@@ -16,8 +16,8 @@ from hypothesis.errors import HypothesisException
 
 import kiln
 
-from .programs import (BIG_DIMS, BIG_NUMEL, BINARY_FLOAT, COMPARE, FLOATS, MAX_NUMEL, OPS, REDUCE, SCALAR_OPS, SCALARS, UNARY_FLOAT,
-                       Input, Op, Program, index_tuple)
+from .programs import (BIG_DIMS, BIG_NUMEL, BINARY_FLOAT, COMPARE, FLOATS, MAX_NUMEL, OPS, REDUCE,
+                       SCALAR_OPS, SCALARS, UNARY_FLOAT, Input, Op, Program, index_tuple)
 
 
 def _placeholder(spec: Input) -> kiln.Tensor:
@@ -419,7 +419,7 @@ def g_join(b: Builder) -> None:
         else:
             dn = d % nd
             want = s[:dn] + (b.integer(1, 3),) + s[dn + 1:]
-        existing = b.values(lambda sh, dt: dt in FLOATS and (sh == want if stack else (
+        existing = b.values(lambda sh, dt, want=want: dt in FLOATS and (sh == want if stack else (
             len(sh) == nd and all(a == c for i, (a, c) in enumerate(zip(sh, s)) if i != d % nd))))
         if existing and b.flag():
             others.append(b.choice(existing))
@@ -525,7 +525,7 @@ def _image(b: Builder) -> int:
 
 def g_conv(b: Builder) -> None:
     x = _image(b)
-    n, c, h, w = b.shape_of(x)
+    c = b.shape_of(x)[1]
     groups = b.choice([g for g in (1, 2, 3) if c % g == 0])
     out = groups * b.integer(1, 2)
     kh, kw = b.integer(1, 3), b.integer(1, 3)

@@ -22,14 +22,14 @@ CI = settings(deadline=None, derandomize=True, database=None, print_blob=False,
               suppress_health_check=list(HealthCheck))
 
 
-@settings(CI, max_examples=150)
+@settings(CI, max_examples=300)
 @given(programs())
 def test_programs_agree_eager_and_compiled(program):
     result = check_program(program)
     assert not result.mismatches, "\n".join(result.mismatches)
 
 
-@settings(CI, max_examples=25)
+@settings(CI, max_examples=40)
 @given(module_programs())
 def test_module_programs_train_alike_eager_and_compiled(program):
     problems = check_module_program(program)
@@ -41,7 +41,8 @@ def test_module_programs_train_alike_eager_and_compiled(program):
 def test_generated_programs_are_shape_valid(program):
     """The generator tracks shapes: programs run eagerly (a few raise by design, e.g. autograd's
     in-place-on-a-view error), print as source that rebuilds them, and hit their declared outputs."""
-    assert eval(program.source(), {"Program": Program, "Input": Input, "Op": Op}) == program  # noqa: S307
+    source = program.source()
+    assert eval(source, {"Program": Program, "Input": Input, "Op": Op}).source() == source  # noqa: S307
     _, args = make_inputs(program, 0)
     try:
         outs = run_program(program, args)
