@@ -194,15 +194,11 @@ def _plain(x: Any) -> Any:
     return x
 
 
-class SymInt(int):
-    """An int that carries an expression over symbolic dims."""
+class _SymbolicNumber:
+    """Operators shared by SymInt and SymFloat: arithmetic builds expressions, comparisons
+    answer with the concrete values (recording shape guards while tracing)."""
 
     expr: Expr
-
-    def __new__(cls, value: int, expr: Expr) -> "SymInt":
-        obj = super().__new__(cls, value)
-        obj.expr = expr
-        return obj
 
     def __repr__(self) -> str:
         return str(self.expr)
@@ -214,12 +210,8 @@ class SymInt(int):
     __rsub__ = _binop("-", True)
     __mul__ = _binop("*")
     __rmul__ = _binop("*", True)
-    __floordiv__ = _binop("//")
-    __rfloordiv__ = _binop("//", True)
-    __mod__ = _binop("%")
     __truediv__ = _binop("/")
     __rtruediv__ = _binop("/", True)
-
     __eq__ = _compare("==")
     __ne__ = _compare("!=")
     __lt__ = _compare("<")
@@ -227,6 +219,19 @@ class SymInt(int):
     __gt__ = _compare(">")
     __ge__ = _compare(">=")
     __bool__ = _truth
+
+
+class SymInt(_SymbolicNumber, int):
+    """An int that carries an expression over symbolic dims."""
+
+    def __new__(cls, value: int, expr: Expr) -> "SymInt":
+        obj = int.__new__(cls, value)
+        obj.expr = expr
+        return obj
+
+    __floordiv__ = _binop("//")
+    __rfloordiv__ = _binop("//", True)
+    __mod__ = _binop("%")
 
     def __neg__(self) -> "SymInt":
         return SymInt(-int(self), Expr("neg", self.expr))
@@ -235,35 +240,13 @@ class SymInt(int):
         return int.__hash__(self)
 
 
-class SymFloat(float):
+class SymFloat(_SymbolicNumber, float):
     """A float computed from symbolic dims (e.g. 1 / B)."""
 
-    expr: Expr
-
     def __new__(cls, value: float, expr: Expr) -> "SymFloat":
-        obj = super().__new__(cls, value)
+        obj = float.__new__(cls, value)
         obj.expr = expr
         return obj
-
-    def __repr__(self) -> str:
-        return str(self.expr)
-
-    __str__ = __repr__
-    __add__ = _binop("+")
-    __radd__ = _binop("+", True)
-    __sub__ = _binop("-")
-    __rsub__ = _binop("-", True)
-    __mul__ = _binop("*")
-    __rmul__ = _binop("*", True)
-    __truediv__ = _binop("/")
-    __rtruediv__ = _binop("/", True)
-    __eq__ = _compare("==")
-    __ne__ = _compare("!=")
-    __lt__ = _compare("<")
-    __le__ = _compare("<=")
-    __gt__ = _compare(">")
-    __ge__ = _compare(">=")
-    __bool__ = _truth
 
     def __hash__(self) -> int:
         return float.__hash__(self)
