@@ -7,6 +7,13 @@ outputs (shape, dtype, requires_grad, values, NaN and inf positions), the
 gradients of every input after backward with a fixed random cotangent, and the
 inputs' contents afterwards (in-place updates). The first call's outputs are
 checked again after the second call: a plan must not reuse memory it returned.
+Then the program is compiled with dynamic_dims (its leading size symbolic) and
+called at B, B + 1 and 2B + 1.
+
+Values match within a per-dtype tolerance, widened element by element to what
+ulp-sized rounding noise does to eager results (see `rounding_noise`): near a
+cancellation, a fused kernel or another summation order is legitimately further
+off than any fixed tolerance. NaN and inf positions must match exactly.
 """
 from __future__ import annotations
 
@@ -23,8 +30,8 @@ from kiln.ops.primitive import REGISTRY
 
 from .programs import Program, dynamic_variant, make_inputs, program_function
 
-# (rtol, atol) per dtype. The reference backend runs the same kernels as eager, so
-# only summation order (gradient accumulation) may differ.
+# (rtol, atol) per dtype: the interpreter runs eager's kernels, so only summation order
+# (gradient accumulation) differs there; fused C kernels round a little differently.
 TOLERANCE = {"float32": (1e-4, 1e-5), "float64": (1e-9, 1e-12), "float16": (1e-2, 1e-3)}
 CALLS = 2  # trace, then replay with fresh values
 
@@ -54,7 +61,7 @@ def cotangent(shape: tuple, dtype: str, seed: Any) -> kiln.Tensor:
 
 @contextlib.contextmanager
 def rounding_noise(seed: int) -> Iterator[None]:
-    """Eager execution with float values nudged by up to an ulp: every (non-view) primitive's
+    """Eager execution with float values nudged by up to two ulps: every (non-view) primitive's
     result, and every gradient contribution a VJP hands on (pass-through ones included).
 
     Runs under it show how far rounding differences can move each result of a program:
@@ -66,8 +73,11 @@ def rounding_noise(seed: int) -> Iterator[None]:
 
     def nudge(a: Any) -> Any:
         if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+            # a relative step in [eps, 2 eps] of either sign: at least an ulp (smaller steps often round
+            # back unchanged), and never the same step twice (cancellations show their sensitivity)
             eps = np.finfo(a.dtype).eps
-            return (a * (1 + rng.uniform(-eps, eps, a.shape))).astype(a.dtype)
+            step = rng.uniform(eps, 2 * eps, a.shape) * np.where(rng.random(a.shape) < 0.5, -1.0, 1.0)
+            return (a * (1 + step)).astype(a.dtype)
         return a
 
     patched = []
@@ -186,7 +196,12 @@ def compare_arrays(what: str, got: np.ndarray, want: np.ndarray, noisy: Callable
     spread = noisy() if noisy is not None else None
     if spread:
         with np.errstate(all="ignore"):
-            slack = 32 * np.max([np.abs(np.asarray(n, dtype=np.float64) - w64) for n in spread], axis=0)
+            moved = np.max([np.abs(np.asarray(n, dtype=np.float64) - w64) for n in spread], axis=0)
+            # nudges can cancel out in a few elements by chance: no element gets less slack than the
+            # typical relative movement of the whole result (which shows the precision it is computed in)
+            relative = moved[finite] / np.maximum(np.abs(w64[finite]), np.finfo(np.float64).tiny)
+            typical = float(np.percentile(relative[np.isfinite(relative)], 90)) if relative.size else 0.0
+            slack = 32 * np.maximum(moved, typical * np.abs(w64))
             explained = np.abs(g64 - w64) <= slack + atol + rtol * np.abs(w64)
         bad &= ~(explained & np.isfinite(slack))
         if not bad.any():

@@ -8,6 +8,7 @@ directly on the statements: delete one, drop an output, make an input plain
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable, Iterator
 
 from .modules import ModuleProgram
@@ -54,18 +55,23 @@ def _simpler_modules(p: ModuleProgram) -> Iterator[ModuleProgram]:
         yield dataclasses.replace(p, layers=p.layers[:i] + p.layers[i + 1:])
     if p.steps > 1:
         yield dataclasses.replace(p, steps=1)
+    if p.dynamic:
+        yield dataclasses.replace(p, dynamic=False)
     if (p.optimizer, p.opt_kwargs) != ("SGD", {"lr": 0.1}):
         yield dataclasses.replace(p, optimizer="SGD", opt_kwargs={"lr": 0.1})
     if p.seed:
         yield dataclasses.replace(p, seed=0)
 
 
-def minimize(program: Program | ModuleProgram, fails: Callable[[object], bool], budget: int = 400):
-    """The smallest variant of `program` found for which `fails` still holds (at most `budget` checks)."""
+def minimize(program: Program | ModuleProgram, fails: Callable[[object], bool], budget: int = 400,
+             seconds: float = 60.0):
+    """The smallest variant of `program` found for which `fails` still holds (at most `budget`
+    checks and about `seconds`)."""
     simpler = _simpler_modules if isinstance(program, ModuleProgram) else _simpler_programs
+    deadline = time.monotonic() + seconds
     checks = 0
     improved = True
-    while improved and checks < budget:
+    while improved:
         improved = False
         for candidate in simpler(program):
             checks += 1
@@ -73,7 +79,7 @@ def minimize(program: Program | ModuleProgram, fails: Callable[[object], bool], 
                 program = candidate
                 improved = True
                 break
-            if checks >= budget:
-                break
+            if checks >= budget or time.monotonic() > deadline:
+                return program
     return program
 

@@ -67,6 +67,7 @@ class ModuleProgram:
     seed: int = 0
     mode: str = "module"  # or "loss_fn"
     vocab: int = 0  # > 0: the input is int64 tokens in [0, vocab) (for an Embedding first layer)
+    dynamic: bool = False  # the batch size changes from step to step, compiled with dynamic_dims
 
     def source(self) -> str:
         lines = ["ModuleProgram(layers=["]
@@ -74,7 +75,8 @@ class ModuleProgram:
         lines.append(f"], input_shape={self.input_shape!r}, classes={self.classes!r}, loss={self.loss!r}, "
                      f"optimizer={self.optimizer!r}, opt_kwargs={self.opt_kwargs!r}, steps={self.steps!r}, "
                      f"dtype={self.dtype!r}, seed={self.seed!r}, mode={self.mode!r}"
-                     + (f", vocab={self.vocab!r})" if self.vocab else ")"))
+                     + (f", vocab={self.vocab!r}" if self.vocab else "")
+                     + (", dynamic=True)" if self.dynamic else ")"))
         return "\n".join(lines)
 
     __str__ = __repr__ = source
@@ -86,11 +88,12 @@ class ModuleProgram:
 
     def batch(self, step: int) -> tuple[kiln.Tensor, kiln.Tensor]:
         rng = np.random.default_rng([self.seed, step])
+        n = self.input_shape[0] + (step % 3 if self.dynamic else 0)
+        shape = (n,) + tuple(self.input_shape[1:])
         if self.vocab:
-            x = kiln.from_numpy(np.array(rng.integers(0, self.vocab, size=self.input_shape, dtype=np.int64)))
+            x = kiln.from_numpy(np.array(rng.integers(0, self.vocab, size=shape, dtype=np.int64)))
         else:
-            x = kiln.from_numpy(rng.standard_normal(self.input_shape).astype(self.dtype))
-        n = self.input_shape[0]
+            x = kiln.from_numpy(rng.standard_normal(shape).astype(self.dtype))
         if self.loss == "cross_entropy":
             y = kiln.from_numpy(rng.integers(0, self.classes, size=(n,), dtype=np.int64))
         else:
@@ -146,12 +149,13 @@ def train(program: ModuleProgram, backend: str | None) -> Trajectory:
         forward: Callable = model
         step_loss: Callable = lambda x, y: _loss(program.loss, model(x), y)  # noqa: E731
     elif program.mode == "module":
-        forward = kiln.compile(model, backend=backend)
+        forward = kiln.compile(model, backend=backend, dynamic_dims={0: {0: "B"}} if program.dynamic else None)
         step_loss = lambda x, y: _loss(program.loss, forward(x), y)  # noqa: E731
     else:
         loss_fn, forward_fn = _user_closures(model, program.loss)
-        step_loss = kiln.compile(loss_fn, backend=backend)
-        forward = kiln.compile(forward_fn, backend=backend)
+        dims = {0: {0: "B"}} if program.dynamic else None
+        step_loss = kiln.compile(loss_fn, backend=backend, dynamic_dims={0: {0: "B"}, 1: {0: "B"}} if dims else None)
+        forward = kiln.compile(forward_fn, backend=backend, dynamic_dims=dims)
     try:
         for step in range(program.steps):
             x, y = program.batch(step)
@@ -303,4 +307,5 @@ def module_programs(draw: Callable) -> ModuleProgram:
     return ModuleProgram(layers, input_shape, classes, loss=draw(st.sampled_from(["cross_entropy", "mse"])),
                          optimizer=optimizer, opt_kwargs=opt_kwargs, steps=draw(st.integers(1, 3)),
                          dtype=draw(st.sampled_from(FLOATS)), seed=draw(st.integers(0, 2 ** 16)),
-                         mode=draw(st.sampled_from(["module", "loss_fn"])), vocab=vocab)
+                         mode=draw(st.sampled_from(["module", "loss_fn"])), vocab=vocab,
+                         dynamic=draw(st.sampled_from([False, False, True])))

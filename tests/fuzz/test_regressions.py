@@ -226,3 +226,30 @@ def test_double_backward_through_a_compiled_function_raises_instead_of_dropping_
     assert g.requires_grad
     with pytest.raises(RuntimeError, match="double backward"):
         (g * g).sum().backward()
+
+
+# ---- not kiln bugs: rounding the harness must accept (its tolerance model is under test) ----
+@pytest.mark.parametrize("program", [
+    # fused C pow rounds a float32 ulp apart from NumPy's SIMD pow, then a cast to float64
+    Program(dtype='float32', seed=0, stmts=[
+        Input((4096,), 'float32'), Op('rsqrt', (0,)), Op('cast', (1,), {'dtype': 'float64'}),
+    ], outputs=(2,)),
+    # float32 math widened by a float64 bias, at a dynamic size
+    Program(dtype='float32', seed=0, stmts=[
+        Input((1, 4096), 'float32'), Input((4096,), 'float32'), Input((4096,), 'float32'),
+        Input((4096,), 'float32'), Input((4096,), 'float64'),
+        Op('batch_norm', (0, 1, 2, 3, 4), {'training': False, 'momentum': 0.1}),
+    ], outputs=(5,)),
+    # the compiled backward sums (g + p) - p where eager sums g + (p - p): layer_norm over one element
+    Program(dtype='float32', seed=0, stmts=[
+        Input((4096, 1), 'float32', grad=True), Op('layer_norm', (0,), {'shape': (1,)}), Op('add', (0, 0)),
+    ], outputs=(2, 1)),
+    # a huge weight: layer_norm's backward cancels terms near 1e37 down to 1e32
+    Program(dtype='float32', seed=501, stmts=[
+        Input((4096,), 'float32'), Op('neg', (0,)), Input((4096,), 'float32'), Op('neg', (2,)),
+        Input((4096, 1, 2), 'float32', grad=True), Input((2,), 'float32', fill='special'),
+        Input((2,), 'float32'), Op('layer_norm', (4, 5, 6), {'shape': (2,)}),
+    ], outputs=(7,)),
+], ids=["pow-cast", "mixed-precision-bn", "reordered-grad-sum", "huge-cancellation"])
+def test_rounding_differences_are_not_mismatches(program):
+    assert_agrees(program)
