@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ....ops.primitive import Primitive
-from .fusion import Group, choose_split, describe
+from .fusion import Group, choose_split, describe, index_form
 from .toolchain import build
 
 C_TYPES = {"float32": "float", "float64": "double", "bool": "unsigned char"}
@@ -80,7 +80,7 @@ class FusedElementwise(Primitive):
     def kernel(self, xp: Any, *arrays: Any) -> Any:
         shapes = [a.shape for a in arrays]
         out_shape = np.broadcast_shapes(*shapes) if shapes else ()
-        forms = [_form_now(s, out_shape, self.split) for s in shapes]
+        forms = [index_form(s, out_shape, self.split) for s in shapes]
         if forms != self.forms:  # this call's shapes broadcast differently (dynamic dims)
             return self.evaluate(xp, arrays)
         # contiguous arrays (numpy scalars from full reductions become 1-element arrays)
@@ -98,10 +98,3 @@ class FusedElementwise(Primitive):
         for node in self.group.nodes:
             env[node.out.id] = node.prim.kernel(xp, *[env[v.id] for v in node.inputs], **node.params)
         return np.asarray(env[self.group.root.out.id])
-
-
-def _form_now(shape: tuple, out_shape: tuple, split: int) -> str | None:
-    from .fusion import index_form  # noqa: PLC0415
-
-    return index_form(shape, out_shape, split)
-
