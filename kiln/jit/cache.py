@@ -1,4 +1,4 @@
-"""Plan cache: keys, LRU/FIFO eviction, statistics, and miss explanations."""
+"""Plan cache: keys, LRU/FIFO eviction and statistics (misses are explained in misslog.py)."""
 from __future__ import annotations
 
 import threading
@@ -19,72 +19,6 @@ class CacheKey(NamedTuple):
     grad_enabled: bool
     module: tuple  # (structure version, training flags, param requires_grad flags) or ()
     backend: str
-
-
-def describe_difference(new: CacheKey, old: CacheKey) -> list[str]:
-    """Human-readable reasons why `new` missed an entry keyed `old`."""
-    reasons = []
-    for name in KEY_FIELDS:
-        a, b = getattr(new, name), getattr(old, name)
-        if a == b:
-            continue
-        if name == "tensors" and len(a) == len(b):
-            for (i, sa, da, dva, ra), (_, sb, db, dvb, rb) in zip(a, b):
-                if sa != sb:
-                    reasons.append(f"tensor leaf {i}: shape {_shape(sb)} -> {_shape(sa)}")
-                if da != db:
-                    reasons.append(f"tensor leaf {i}: dtype {db} -> {da}")
-                if dva != dvb:
-                    reasons.append(f"tensor leaf {i}: device {dvb} -> {dva}")
-                if ra != rb:
-                    reasons.append(f"tensor leaf {i}: requires_grad {rb} -> {ra}")
-        elif name == "module" and a and b:
-            labels = ("module structure (params, buffers, submodules or hooks)", "training mode",
-                      "module attributes", "parameter requires_grad")
-            for label, x, y in zip(labels, a, b):
-                if x == y:
-                    continue
-                if label == "module attributes":
-                    old_attrs, new_attrs = dict(y), dict(x)
-                    for attr in sorted(set(old_attrs) | set(new_attrs)):
-                        if old_attrs.get(attr) != new_attrs.get(attr):
-                            reasons.append(f"module attribute `{attr}` changed: "
-                                           f"{_value(old_attrs.get(attr))} -> {_value(new_attrs.get(attr))}")
-                else:
-                    reasons.append(f"{label} changed")
-        else:
-            reasons.append(f"{name}: {_short(b)} -> {_short(a)}")
-    return reasons or ["no cached entry"]
-
-
-def changed_dims(new: CacheKey, old: CacheKey) -> list[tuple[int, int]]:
-    """(tensor leaf, dim) pairs whose size differs, when only shapes differ."""
-    if any(getattr(new, f) != getattr(old, f) for f in KEY_FIELDS if f != "tensors"):
-        return []
-    if len(new.tensors) != len(old.tensors):
-        return []
-    out = []
-    for (i, sa, da, dva, ra), (_, sb, db, dvb, rb) in zip(new.tensors, old.tensors):
-        if (da, dva, ra) != (db, dvb, rb) or len(sa) != len(sb):
-            return []
-        out.extend((i, d) for d, (x, y) in enumerate(zip(sa, sb)) if x != y)
-    return out
-
-
-def _value(key: Any) -> str:
-    """A static key ("float", "2.0") shown as the value it stands for."""
-    if isinstance(key, tuple) and len(key) == 2:
-        return str(key[1])
-    return "<unset>" if key is None else repr(key)
-
-
-def _shape(s: tuple) -> str:
-    return "(" + ", ".join(str(d) for d in s) + ("," if len(s) == 1 else "") + ")"
-
-
-def _short(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) < 80 else text[:77] + "..."
 
 
 @dataclass

@@ -26,11 +26,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ..tensor import Tensor
+from .module_state import SCALARS as _SCALARS, ModuleState, scalar_key
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIBRARY_DIRS = tuple({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
                        if k in ("stdlib", "platstdlib", "purelib", "platlib")})
-_SCALARS = (int, float, bool, str, type(None))
 _CONTAINER_LIMIT = 32  # lists, tuples and dicts up to this size are guarded item by item
 _ARRAY_LIMIT = 1024  # NumPy arrays up to this size are guarded by content, larger ones by identity
 _DEPTH_LIMIT = 8  # how many calls deep the analysis follows helpers
@@ -70,10 +70,6 @@ class ByIdentity:
 
     def __repr__(self) -> str:
         return f"<{type(self.obj).__name__} at {id(self.obj):#x}>"
-
-
-def _static_key(x: Any) -> Any:
-    return ("float", repr(x)) if isinstance(x, float) else (type(x).__name__, x)
 
 
 # ---- reading a chain without running user code ----------------------------------------------
@@ -183,7 +179,7 @@ def _evaluate(root: tuple, steps: tuple, args: tuple, kwargs: dict) -> Any:
 def _guard_of(value: Any, modules: list, depth: int = 0) -> Any:
     """A hashable stand-in for `value`: equal stand-ins mean the plan is still valid."""
     if isinstance(value, _SCALARS):
-        return _static_key(value)
+        return scalar_key(value)
     if isinstance(value, Tensor):
         return ("tensor", ByIdentity(value), value.requires_grad)
     from ..nn.module import Module  # noqa: PLC0415
@@ -215,7 +211,7 @@ def _is_pytree_node(x: Any) -> bool:
 
 
 def _is_jit(value: Any) -> bool:
-    from .api import JITFunction  # noqa: PLC0415
+    from .function import JITFunction  # noqa: PLC0415
 
     return isinstance(value, JITFunction)
 
@@ -451,7 +447,7 @@ class Guards:
         self._signature_id = 0
         self._signatures: dict[tuple, int] = {}
         self._lock = threading.Lock()
-        self._state: tuple | None = None
+        self._modules = ModuleState()
 
     def refresh(self, args: tuple, kwargs: dict) -> bool:
         """Re-find the chains (values they lead through may have changed); True if they did."""
@@ -484,46 +480,32 @@ class Guards:
         modules = [m for m in modules if id(m) not in covered]
         return ("guards", self._signature_id, tuple(values), self._module_state(modules) if modules else ())
 
-    def describe(self, new: tuple, old: tuple) -> list[str]:
+    def describe(self, new: tuple, old: tuple) -> list:
         """Which guarded reads differ between two keys' statics (empty when not just the guards differ)."""
+        from .misslog import MissReason  # noqa: PLC0415 - misslog imports the cache, which imports nothing here
+
         a, b = _guard_part(new), _guard_part(old)
         if a is None or b is None or new[:-1] != old[:-1]:
             return []
         if a[1] != b[1]:
-            return ["the Python values the function reads moved (a helper, method or module was rebound)"]
+            return [MissReason("the Python values the function reads moved (a helper, method or module was "
+                               "rebound)", "guard set")]
         chains = self._chains or ()
         reasons = []
         if len(chains) == len(a[2]) == len(b[2]):
             for (root, steps), x, y in zip(chains, a[2], b[2]):
                 if x != y:
-                    reasons.append(f"`{chain_name(root, steps)}` changed: {_show(y)} -> {_show(x)}")
+                    name = chain_name(root, steps)
+                    reasons.append(MissReason(f"`{name}` changed: {_show(y)} -> {_show(x)}", "guard", name,
+                                              _show(y), _show(x)))
         if a[3] != b[3]:
-            reasons.append("a module the function uses changed (training mode, attributes, structure or "
-                           "requires_grad)")
+            reasons.append(MissReason("a module the function uses changed (training mode, attributes, structure "
+                                      "or requires_grad)", "module"))
         return reasons
 
     def _module_state(self, modules: list) -> tuple:
         """Structure, training flags, plain scalar attributes and requires_grad of the modules' trees."""
-        from ..nn.module import MutationEpoch  # noqa: PLC0415
-
-        ids = tuple(id(m) for m in modules)
-        state = self._state
-        if state is None or state[0] != MutationEpoch.value or state[1] != ids:
-            static, params, seen = [], [], set()
-            stack = list(modules)
-            while stack:
-                m = stack.pop()
-                if id(m) in seen:
-                    continue
-                seen.add(id(m))
-                scalars = tuple((name, _static_key(v)) for name, v in m.__dict__.items()
-                                if not name.startswith("_") and isinstance(v, _SCALARS))
-                static.append((id(m), m._structure_version, scalars))
-                params.extend(p for p in m._parameters.values() if p is not None)
-                stack.extend(c for c in m._modules.values() if c is not None)
-            state = (MutationEpoch.value, ids, tuple(static), params)
-            self._state = state
-        return (state[2], tuple([p.requires_grad for p in state[3]]))
+        return self._modules.key(modules)
 
 
 def _guard_part(statics: tuple) -> tuple | None:

@@ -37,6 +37,17 @@ def user_location() -> str:
     return "<unknown>"
 
 
+def user_stacklevel() -> int:
+    """The `stacklevel` for warnings.warn called by our caller that points at the innermost frame
+    outside the kiln package (so a warning names the user's line, however deep kiln's stack is)."""
+    frame = sys._getframe(2)  # our caller's caller: the frame warnings.warn(stacklevel=1) would name...
+    level = 2  # ...is one above our caller, so counting starts at 2 from warnings.warn's point of view
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_KILN_DIR + os.sep):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 class Tracer:
     """Records primitive calls into a Graph while the real computation runs."""
 
@@ -77,6 +88,15 @@ class Tracer:
         owner = id(tensor._base if tensor._base is not None else tensor)
         self.input_owners[owner] = self.input_owners.get(owner, 0) + 1
         return value
+
+    def add_module_inputs(self, module: Any) -> None:
+        """A module's parameters and buffers become named inputs, read fresh on every call."""
+        for name, p in module.named_parameters():
+            if id(p) not in self.env:
+                self.add_input(p, InputSpec("param", p, name=name))
+        for name, b in module.named_buffers():
+            if id(b) not in self.env:
+                self.add_input(b, InputSpec("buffer", b, name=name))
 
     def _bind(self, tensor: Tensor, value: Value) -> None:
         self.env[id(tensor)] = value
@@ -227,3 +247,51 @@ def symbolic_shape(shape: tuple, dims: dict[int, str]) -> tuple:
 def dynamic_key_dim(size: int) -> bool:
     """Whether a dim named in dynamic_dims is symbolic at this size (0 and 1 are specialized)."""
     return size > 1
+
+
+class Trace:
+    """What one traced run produced: the tracer (its graph), the real result and its flattened leaves."""
+
+    def __init__(self, tracer: Tracer, result: Any, out_leaves: list, out_treedef: Any,
+                 leaf_of_tensor: dict[int, int]):
+        self.tracer = tracer
+        self.graph = tracer.graph
+        self.result = result
+        self.out_leaves = out_leaves
+        self.out_treedef = out_treedef
+        self.leaf_of_tensor = leaf_of_tensor  # id(argument tensor) -> its first leaf index
+
+
+def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool = False,
+          dynamic: dict[int, dict[int, str]] | None = None, module: Any = None,
+          no_grad: bool = False) -> Trace:
+    """Run ``fn(*args, **kwargs)`` once while a fresh `Tracer` records it.
+
+    Each distinct tensor leaf of the arguments becomes an "arg" input (its spec's ref is
+    the leaf index); `dynamic` maps a leaf index to the dims that are symbolic
+    ({dim: name}); a `module`'s parameters and buffers are inputs too; the tensor leaves of the result become the graph's outputs. With
+    `no_grad`, the function runs without recording gradients (inference tracing).
+    """
+    from .. import autograd  # noqa: PLC0415 - kiln.autograd imports the tensor module first
+    from .pytree import flatten  # noqa: PLC0415
+
+    kwargs = kwargs or {}
+    dynamic = dynamic or {}
+    tracer = Tracer(fullgraph)
+    leaf_of_tensor: dict[int, int] = {}
+    for i, x in enumerate(flatten((args, kwargs))[0]):
+        if isinstance(x, Tensor) and id(x) not in leaf_of_tensor:
+            leaf_of_tensor[id(x)] = i
+            shape = symbolic_shape(x._data.shape, dynamic[i]) if i in dynamic else None
+            tracer.add_input(x, InputSpec("arg", i), shape=shape)
+    if module is not None:
+        tracer.add_module_inputs(module)
+    with tracer:
+        if no_grad:
+            with autograd.no_grad():
+                result = fn(*args, **kwargs)
+        else:
+            result = fn(*args, **kwargs)
+    out_leaves, out_treedef = flatten(result)
+    tracer.set_outputs([t for t in out_leaves if isinstance(t, Tensor)])
+    return Trace(tracer, result, out_leaves, out_treedef, leaf_of_tensor)

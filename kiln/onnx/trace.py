@@ -1,6 +1,6 @@
 """Tracing a model or function into an inference Graph for ONNX export.
 
-Like ``kiln.jit.api.trace_graph`` (eval mode, no grad, gradient bookkeeping
+Like ``kiln.jit.trace_graph`` (eval mode, no grad, gradient bookkeeping
 stripped), plus what an exporter needs: module parameters and buffers arrive as
 named inputs (they become named initializers), dims listed in `dynamic_dims`
 are symbolic, and the graph gets the generic cleanup passes (constant folding,
@@ -12,10 +12,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .. import autograd
-from ..jit.ir import Graph, InputSpec
+from ..jit.ir import Graph
 from ..jit.passes import inference_pipeline, run_pass
-from ..jit.trace import GraphBreakError, Tracer, symbolic_shape
+from ..jit.pytree import flatten
+from ..jit.trace import GraphBreakError, trace
 from ..tensor import Tensor
 from .errors import ExportError
 
@@ -73,31 +73,22 @@ def trace_for_export(target: Callable, args: tuple, dynamic_dims: DynamicDims) -
 
     module = target if isinstance(target, Module) else None
     modes = [(m, m.training) for m in module.modules()] if module is not None else []
-    tracer = Tracer(fullgraph=True)
     dim_sources: dict[str, tuple[int, int]] = {}
+    seen: set[int] = set()
+    for index, arg in enumerate(args):
+        if not isinstance(arg, Tensor):
+            continue
+        if id(arg) in seen:
+            raise ValueError(f"kiln.onnx.export: example argument {index} is the same tensor as an earlier "
+                             "one; pass distinct tensors (each becomes its own ONNX input)")
+        seen.add(id(arg))
+        for axis, name in dynamic_dims.get(index, {}).items():
+            dim_sources.setdefault(name, (index, axis))
     try:
         if module is not None:
             module.eval()
-        for index, arg in enumerate(args):
-            if not isinstance(arg, Tensor):
-                continue
-            if id(arg) in tracer.env:
-                raise ValueError(f"kiln.onnx.export: example argument {index} is the same tensor as an earlier "
-                                 "one; pass distinct tensors (each becomes its own ONNX input)")
-            dims = dynamic_dims.get(index, {})
-            for axis, name in dims.items():
-                dim_sources.setdefault(name, (index, axis))
-            shape = symbolic_shape(tuple(arg._data.shape), dims) if dims else None
-            tracer.add_input(arg, InputSpec("arg", index), shape=shape)
-        if module is not None:
-            for name, p in module.named_parameters():
-                if id(p) not in tracer.env:
-                    tracer.add_input(p, InputSpec("param", p, name=name))
-            for name, b in module.named_buffers():
-                if id(b) not in tracer.env:
-                    tracer.add_input(b, InputSpec("buffer", b, name=name))
-        with tracer, autograd.no_grad():
-            result = target(*args)
+        traced = trace(target, args, fullgraph=True, dynamic=_leaf_dims(args, dynamic_dims),
+                       module=module, no_grad=True)
     except GraphBreakError as exc:
         why = str(exc).split(" Fix:")[0].rstrip(".")
         raise ExportError(f"kiln.onnx.export: {why}. An ONNX graph cannot branch on tensor values in Python. "
@@ -105,6 +96,7 @@ def trace_for_export(target: Callable, args: tuple, dynamic_dims: DynamicDims) -
     finally:
         for m, training in modes:
             m.training = training
+    tracer, result = traced.tracer, traced.result
     outputs = tensors_in(result)
     if not outputs:
         raise ExportError(f"kiln.onnx.export: the model returned {type(result).__name__} with no tensors; "
@@ -116,6 +108,17 @@ def trace_for_export(target: Callable, args: tuple, dynamic_dims: DynamicDims) -
                           "eval mode, or move the in-place update out of the exported function.")
     graph = run_pass(inference_pipeline(), tracer.graph)
     return ExportTrace(graph, dim_sources, len(outputs))
+
+
+def _leaf_dims(args: tuple, dynamic_dims: DynamicDims) -> DynamicDims:
+    """dynamic_dims by argument index -> by leaf index of the flattened (args, {})."""
+    out: DynamicDims = {}
+    offset = 0
+    for index, arg in enumerate(args):
+        if index in dynamic_dims:
+            out[offset] = dynamic_dims[index]
+        offset += len(flatten(arg)[0])
+    return out
 
 
 def tensors_in(result: Any) -> list[Tensor]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kiln.jit import api
+from kiln.jit import function
 from kiln.jit.backends import BACKENDS, cpu, get_backend
 
 _NAMES = ["interpret"] + (["cpu"] if "cpu" in BACKENDS and cpu.available() else [])
@@ -13,5 +13,5 @@ _NAMES = ["interpret"] + (["cpu"] if "cpu" in BACKENDS and cpu.available() else 
 def backend(request, monkeypatch):
     """Make backend="auto" (the default) mean this backend for the test."""
     name = request.param
-    monkeypatch.setattr(api, "get_backend", lambda b: get_backend(name if b == "auto" else b))
+    monkeypatch.setattr(function, "get_backend", lambda b: get_backend(name if b == "auto" else b))
     return name

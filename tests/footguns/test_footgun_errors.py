@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.jit import api as jit_api
+from kiln.jit import build as jit_build
 from kiln import nn
 from kiln.ops.primitive import trace_state
 
@@ -172,7 +172,7 @@ class _InterruptOnce:
 
 @pytest.mark.parametrize("target", ["inference_pipeline", "training_pipeline", "differentiate"])
 def test_keyboard_interrupt_while_compiling(monkeypatch, target):
-    monkeypatch.setattr(jit_api, target, _InterruptOnce(getattr(jit_api, target)))
+    monkeypatch.setattr(jit_build, target, _InterruptOnce(getattr(jit_build, target)))
     w = kiln.ones(3, requires_grad=True)
     training = target != "inference_pipeline"
     f = kiln.compile(lambda x: (x * w).sum())

@@ -1,0 +1,274 @@
+"""`JITFunction` (= `CompiledFunction`): the call path of a compiled callable.
+
+Life of a call: flatten the arguments into leaves, build the `CacheKey`
+(keys.py), and on a hit replay the cached plan. On a miss, trace the real
+function (its results are this call's results; trace.py), build an entry
+(build.py: differentiate, passes, lowering), log why it missed (misslog.py)
+and cache it. A function bound to an nn.Module (``kiln.compile(model.forward)``)
+is keyed on the module's state exactly like a compiled module.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..device import Device
+from ..dtypes import DType
+from ..ops.primitive import trace_state
+from ..tensor import Tensor
+from . import debug
+from .backends import get_backend
+from .build import build_entry
+from .cache import CacheKey, CompilationStats, PlanCache
+from .executor import FallbackEntry
+from .guards import Guards
+from .ir import Graph
+from .keys import KeyBuilder, arg_of_leaf, validate_dynamic_dims
+from .misslog import MissLog, warn_once
+from .module_state import ModuleState
+from .passes import PassLog
+from .pytree import flatten
+from .symbolic import guards_hold
+from .trace import GraphBreakError, Trace, Tracer, trace
+
+_STATIC_OUTPUTS = (Tensor, int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, type,
+                   frozenset, enum.Enum, np.generic, DType, Device)  # outputs a plan may return as traced
+
+
+def _captured_unchanged(entry: Any) -> bool:
+    """A plan differentiates exactly the outside tensors that required grad when it was traced."""
+    for tensor, requires_grad in getattr(entry, "captured", ()):
+        if tensor.requires_grad != requires_grad:
+            return False
+    return True
+
+
+def _reusable(entry: Any, dims: dict | None) -> bool:
+    """The entry fits this call: captured tensors as traced, and (dynamic_dims) the Python
+    branches taken on symbolic sizes while tracing go the same way for this call's sizes."""
+    guards = getattr(entry, "shape_guards", None)
+    return _captured_unchanged(entry) and (not guards or guards_hold(guards, dims))
+
+
+def _module_of(fn: Any) -> Any:
+    """The nn.Module a bound method belongs to (its state keys the plans), else None."""
+    from ..nn.module import Module  # noqa: PLC0415 - kiln.nn imports kiln.jit
+
+    owner = getattr(fn, "__self__", None)
+    return owner if isinstance(owner, Module) else None
+
+
+class JITFunction:
+    """A compiled callable: traces on a miss, replays the cached plan on a hit.
+
+    >>> @kiln.compile
+    ... def f(x):
+    ...     return (x * 2).relu().sum()
+    >>> f(kiln.randn(4)); f.stats.misses
+    1
+    """
+
+    def __init__(self, fn: Callable, *, fullgraph: bool = False, max_cache_entries: int | None = None,
+                 max_cache_size: int | None = None, eviction: str = "lru", dynamic_dims: Any = None,
+                 backend: str = "auto", passes: list | None = None, show_graph: bool = False):
+        if not callable(fn):
+            raise TypeError(f"kiln.compile() expects an nn.Module or a callable, got {type(fn)}")
+        functools.update_wrapper(self, fn, updated=())
+        if "__name__" not in self.__dict__:  # a callable object or a partial: name it by its type
+            self.__name__ = self.__qualname__ = type(fn).__name__
+        self._fn = fn
+        if not isinstance(fullgraph, bool):
+            raise TypeError(f"fullgraph must be True or False, got {fullgraph!r}")
+        self.fullgraph = fullgraph
+        if max_cache_entries is not None and max_cache_size is not None and max_cache_entries != max_cache_size:
+            raise ValueError("pass max_cache_entries or its alias max_cache_size, not both")
+        size = max_cache_entries if max_cache_entries is not None else (
+            max_cache_size if max_cache_size is not None else 8)
+        self._cache = PlanCache(size, eviction)
+        self.dynamic_dims = validate_dynamic_dims(dynamic_dims)
+        self.backend_name, self._lower = get_backend(backend)
+        self.passes = _checked_passes(passes)
+        self.show_graph = show_graph
+        self.stats = CompilationStats()
+        self._lock = threading.RLock()
+        self._warned: set[str] = set()
+        self._log = MissLog(self.__name__, self.stats, self._warn_once)
+        self._pass_logs: dict[CacheKey, PassLog] = {}
+        self._keys = KeyBuilder(fn, self.dynamic_dims, self.backend_name)
+        self._owner = _module_of(fn)  # a bound module method is keyed like a compiled module
+        self._module_state = ModuleState()
+        self._guards = Guards(fn, covered=self._owner)  # closure, global, attribute and default reads
+        self._positional_treedefs: dict[int, Any] = {}
+
+    # ---- the call path --------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if trace_state.tracer is not None:  # inside another trace: inline, so the outer graph sees it
+            return self._call_eager(args, kwargs)
+        leaves, treedef = self._flatten_call(args, kwargs)
+        key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
+        entry = self._cache.get(key)
+        if entry is not None and _reusable(entry, dims):
+            return self._run_cached(entry, args, kwargs, leaves, dims)
+        return self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
+
+    def _run_cached(self, entry: Any, args: tuple, kwargs: dict, leaves: list, dims: dict | None) -> Any:
+        if entry.kind == "fallback":
+            with self._lock:
+                self.stats.fallbacks += 1
+            return self._call_eager(args, kwargs)
+        start = time.perf_counter()
+        out = entry.run(leaves, dims)
+        with self._lock:
+            self.stats.hits += 1
+            self.stats.total_cached_exec_time_ms += (time.perf_counter() - start) * 1e3
+        return out
+
+    def _flatten_call(self, args: tuple, kwargs: dict) -> tuple[list, Any]:
+        """flatten((args, kwargs)), with a shortcut for the common all-tensor positional call."""
+        if not kwargs:
+            for a in args:
+                if not isinstance(a, Tensor):
+                    break
+            else:
+                treedef = self._positional_treedefs.get(len(args))
+                if treedef is None:
+                    treedef = self._positional_treedefs[len(args)] = flatten((args, kwargs))[1]
+                return list(args), treedef
+        return flatten((args, kwargs))
+
+    def _call_eager(self, args: tuple, kwargs: dict) -> Any:
+        return self._target()(*args, **kwargs)
+
+    def _target(self) -> Callable:
+        """What a trace runs (and a fallback calls): the function, or a module's forward."""
+        return self._fn
+
+    def _module_key(self) -> tuple:
+        """The module state part of the key: () for a plain function."""
+        return self._module_state.key([self._owner]) if self._owner is not None else ()
+
+    def _make_key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> tuple[CacheKey, Any, Any]:
+        return self._keys.key(args, kwargs, leaves, treedef, self._guards.key(args, kwargs), self._module_key())
+
+    # ---- compiling ------------------------------------------------------------------
+    def _compile_and_run(self, key: CacheKey, dims: dict | None, dynamic: dict, args: tuple, kwargs: dict,
+                         leaves: list, treedef: Any) -> Any:
+        with self._lock:
+            if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
+                key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
+            entry = self._cache.get(key)
+            if entry is not None and _reusable(entry, dims):  # another thread compiled it meanwhile
+                return self._run_cached(entry, args, kwargs, leaves, dims)
+            replacing = entry is not None  # its captured tensors' requires_grad or its shape guards changed
+            start = time.perf_counter()
+            mark = self._log.mark()
+            try:
+                self._log.note_miss(key, self._cache.keys(), self._cache.max_entries, self._guards.describe,
+                                    lambda leaf: arg_of_leaf(args, leaf))
+                debug.log_miss(self.__name__, self.stats.misses + 1, self.stats.miss_reasons[-1])
+                self.stats.traces += 1
+                traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph,
+                               dynamic=dynamic, module=self._owner)
+                entry = self._entry_for(key, traced)
+            except BaseException:  # an error or a KeyboardInterrupt: no entry, and no miss recorded
+                self._log.roll_back(mark)
+                self._pass_logs.pop(key, None)
+                raise
+            self.stats.misses += 1
+            self.stats.evictions += replacing
+            for old in self._cache.put(key, entry):
+                self.stats.evictions += 1
+                self._pass_logs.pop(old, None)
+            self.stats.cache_size = len(self._cache)
+            self._log.trim()
+            self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
+            self._log.last_key = key
+            return traced.result
+
+    def _entry_for(self, key: CacheKey, traced: Trace) -> Any:
+        """The cache entry for a trace: a compiled plan, or eager fallback after a graph break."""
+        tracer = traced.tracer
+        self._check_static_outputs(tracer, traced.out_leaves)
+        debug.log_trace(self.__name__, tracer.graph, tracer.graph_break)
+        if tracer.graph_break is not None:
+            self._warn_once("fallback", f"kiln.compile({self.__name__}): falling back to eager for this "
+                                        f"call signature: {tracer.graph_break}")
+            self._log.lines.append(f"  fallback to eager: {tracer.graph_break}")
+            return FallbackEntry(tracer.graph_break)
+        built = build_entry(traced, passes=self.passes, lower=self._lower, backend=self.backend_name)
+        self._pass_logs[key] = built.log
+        debug.log_passes(self.__name__, built.log, built.backward_log)
+        self._log.lines.append(built.summary)
+        if self.show_graph:
+            print(built.entry.graph.to_text())
+        return built.entry
+
+    def _check_static_outputs(self, tracer: Tracer, out_leaves: list) -> None:
+        """A plan returns its non-tensor outputs as traced; an object that may hold tensors or be
+        mutated (not an immutable scalar-like value) would come back stale, so it graph-breaks."""
+        for x in out_leaves:
+            if not isinstance(x, _STATIC_OUTPUTS):
+                message = (f"kiln.compile({self.__name__}): the output holds a {type(x).__name__} object, which "
+                           "a compiled plan cannot rebuild on later calls (it returns tensors, and Python "
+                           "scalars, strings and None, in tuples, lists, dicts, namedtuples and dataclasses). "
+                           "Fix: return its tensors in such a container; with fullgraph=False this call "
+                           "signature falls back to eager.")
+                if self.fullgraph:
+                    raise GraphBreakError(message)
+                tracer.graph_break = tracer.graph_break or message
+                return
+
+    def _warn_once(self, tag: str, message: str, stacklevel: int = 0) -> None:
+        """Warn once per tag, pointing at the user's call of the compiled function."""
+        warn_once(self._warned, tag, message)
+
+    # ---- introspection ----------------------------------------------------------------
+    def explain(self) -> str:
+        """Why each miss happened, and each pass with node counts before and after."""
+        return self._log.text()
+
+    def invalidate_cache(self) -> None:
+        """Drop every cached plan; the next call traces again."""
+        with self._lock:
+            self._cache.clear()
+            self._pass_logs.clear()
+            self.stats.cache_size = 0
+            self._log.lines.append("cache invalidated")
+
+    def graphs(self) -> list[Graph]:
+        """The optimized forward graphs of the cached plans (most recent last)."""
+        return [e.graph for e in self._cache.values() if e.graph is not None]
+
+    @property
+    def cache_entries(self) -> list:
+        return self._cache.values()
+
+    def __repr__(self) -> str:
+        return f"<compiled {self.__name__} ({self.stats.cache_size} plans)>"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+
+CompiledFunction = JITFunction
+
+
+def _checked_passes(passes: Any) -> list:
+    """The user's extra passes as a list; one pass (a Pipeline too) is a list of one."""
+    if callable(passes):
+        passes = [passes]
+    elif passes is not None and not isinstance(passes, (list, tuple)):
+        raise TypeError(f"passes must be a list of passes (callables graph -> graph), got "
+                        f"{type(passes).__name__} {passes!r}")
+    passes = list(passes or [])
+    for p in passes:
+        if not callable(p):
+            raise TypeError(f"passes must be callables graph -> graph, got {p!r}")
+    return passes
