@@ -3,7 +3,7 @@
     python -m kiln demo [--epochs N] [--eager] [--backend NAME] [--out DIR]
     python -m kiln bench [WORKLOAD ...]      # same as python -m kiln.bench
     python -m kiln info                      # versions, C compiler, kernel cache, devices
-    python -m kiln cache [info|clear]        # show or empty the kernel cache
+    python -m kiln cache [info|clear]        # show the kernel cache, or remove kiln's kernels from it
 
 Usage errors (unknown flags, bad values) print the usage and exit 2; problems
 the user can fix, such as an unwritable ``--out``, print one line and exit 1.
@@ -11,6 +11,7 @@ the user can fix, such as an unwritable ``--out``, print one line and exit 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import os
 import platform
@@ -27,7 +28,7 @@ OPTIONAL_PACKAGES = ("torch", "jax", "tqdm", "matplotlib", "safetensors", "onnx"
 
 # ---- helpers shared by the subcommands ----------------------------------------------
 def kernel_cache_dir() -> Path:
-    """Where compiled kernels are cached: $KILN_CACHE_DIR, else ~/.cache/kiln."""
+    """kiln's cache folder, $KILN_CACHE_DIR or ~/.cache/kiln; compiled kernels live in its kernels/."""
     configured = os.environ.get("KILN_CACHE_DIR")
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "kiln"
 
@@ -100,13 +101,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"C compiler: {compiler[0]} ({compiler[1]})")
     else:
         print(f"C compiler: none found (looked for {', '.join(C_COMPILERS)} on PATH)")
-    cache = kernel_cache_dir()
     source = "$KILN_CACHE_DIR" if os.environ.get("KILN_CACHE_DIR") else "default"
-    if cache.is_dir():
-        files, size = dir_usage(cache)
-        print(f"kernel cache: {cache} ({source}; {files} files, {human_bytes(size)})")
-    else:
-        print(f"kernel cache: {cache} ({source}; not created yet)")
+    cache = kernel_cache_dir()
+    print(f"kernel cache: {cache / 'kernels'} ({source}; {describe_kernel_cache(cache)})")
     print(f"kiln.compile: {'available' if hasattr(kiln, 'compile') else 'not available yet'}")
     print(f"devices: cpu ({available_cpus()} cores, {platform.machine()})"
           + (f", {_cuda_devices()}" if kiln.cuda_is_available() else ", cuda not available"))
@@ -124,14 +121,50 @@ def _cuda_devices() -> str:
         return f"cuda (could not list devices: {exc})"
 
 
+def kiln_entries(kernels: Path) -> tuple[list[os.DirEntry], int]:
+    """kiln's own entries in the kernels folder (kernels, hash records, locks, build folders) and their bytes."""
+    from kiln.jit.backends.cpu.toolchain import is_kiln_entry  # noqa: PLC0415 - keeps `kiln --help` light
+
+    if not kernels.is_dir() or kernels.is_symlink():
+        return [], 0
+    entries = [e for e in os.scandir(kernels) if is_kiln_entry(e.name)]
+    size = 0
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            size += dir_usage(Path(entry.path))[1]
+        else:
+            with contextlib.suppress(OSError):
+                size += entry.stat(follow_symlinks=False).st_size
+    return entries, size
+
+
+def describe_kernel_cache(cache: Path) -> str:
+    """What the kernel cache under `cache` holds, and whether kiln will use it, for `info` lines."""
+    from kiln.jit.backends.cpu.toolchain import cache_problem  # noqa: PLC0415
+
+    kernels = cache / "kernels"
+    if not kernels.exists() and not kernels.is_symlink():
+        return "not created yet"
+    entries, size = kiln_entries(kernels)
+    count = sum(e.name.endswith(".so") for e in entries)
+    text = f"{count} kernels, {len(entries)} kiln files, {human_bytes(size)}"
+    problem = cache_problem(kernels)
+    if problem:
+        text += f"; NOT USED: {problem[0]} (fix: {problem[1]})"
+    return text
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
-    """``cache info`` shows the kernel cache; ``cache clear`` deletes what is in it."""
+    """``cache info`` shows the kernel cache; ``cache clear`` deletes kiln's entries from it, nothing else.
+
+    Only names kiln gives (toolchain.is_kiln_entry) are removed, so a $KILN_CACHE_DIR that
+    also holds the user's files keeps them; a process building at that moment rebuilds.
+    """
     cache = kernel_cache_dir()
-    files, size = dir_usage(cache)
     if args.action == "info":
-        state = f"{files} files, {human_bytes(size)}" if cache.is_dir() else "not created yet"
-        print(f"kernel cache: {cache} ({state})")
+        print(f"kernel cache: {cache / 'kernels'} ({describe_kernel_cache(cache)})")
         return 0
+    kernels = cache / "kernels"
     if not cache.exists():
         print(f"kernel cache {cache} does not exist; nothing to clear")
         return 0
@@ -141,15 +174,24 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
         raise CLIError(f"refusing to clear {resolved}: it is the filesystem root or your home directory; "
                        "set $KILN_CACHE_DIR to a dedicated folder")
+    if not kernels.exists() and not kernels.is_symlink():
+        print(f"kernel cache {kernels} does not exist; nothing to clear")
+        return 0
+    if kernels.is_symlink() or not kernels.is_dir():
+        raise CLIError(f"{kernels} is a symlink or not a folder: kiln does not use it, so nothing of kiln's is "
+                       "there to clear; remove it yourself if you like")
+    entries, size = kiln_entries(kernels)
     try:
-        for entry in cache.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
             else:
-                entry.unlink()
+                os.unlink(entry.path)
     except OSError as exc:
-        raise CLIError(f"could not clear {cache}: {exc.strerror or exc}") from None
-    print(f"cleared kernel cache {cache}: removed {files} files ({human_bytes(size)})")
+        raise CLIError(f"could not clear {kernels}: {exc.strerror or exc}") from None
+    others = sum(1 for _ in kernels.iterdir())
+    kept = f"; left {others} other files alone" if others else ""
+    print(f"cleared kernel cache {kernels}: removed {len(entries)} kiln files ({human_bytes(size)}){kept}")
     return 0
 
 
@@ -204,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="versions, C compiler, kernel cache and devices")
     info.set_defaults(handler=cmd_info)
 
-    cache = sub.add_parser("cache", help="show (info) or empty (clear) the kernel cache")
+    cache = sub.add_parser("cache", help="show (info) the kernel cache or remove kiln's kernels from it (clear)")
     cache.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
     cache.set_defaults(handler=cmd_cache)
     return parser

@@ -62,17 +62,52 @@ def test_demo_one_epoch_runs_and_saves_weights(tmp_path, mode):
 
 def test_cache_info_and_clear(tmp_path):
     cache = tmp_path / "kiln-cache"
-    (cache / "plans").mkdir(parents=True)
-    (cache / "plans" / "k1.so").write_bytes(b"x" * 2048)
-    (cache / "k2.c").write_text("int main(void) { return 0; }")
+    kernels = cache / "kernels"
+    (kernels / "kiln-tmp-abc123").mkdir(parents=True)  # a build folder a killed process left behind
+    (kernels / "kiln-tmp-abc123" / "kernel.c").write_text("void f(void) {}")
+    (kernels / "k_0123456789abcdef0123456789abcdef.so").write_bytes(b"x" * 2048)
+    (kernels / "k_0123456789abcdef0123456789abcdef.sha256").write_text("0" * 64 + "  k_0123.so\n")
+    (kernels / "k_0123456789abcdef0123456789abcdef.lock").write_bytes(b"")
+    (kernels / "notes.txt").write_text("the user's own file")  # not kiln's: never removed
+    (kernels / "k_mine.so").write_bytes(b"not kiln's naming")
+    (cache / "precious.txt").write_text("keep me")
     env = {"KILN_CACHE_DIR": str(cache)}
     info = run_kiln("cache", env=env)
-    assert info.returncode == 0 and "2 files" in info.stdout
+    assert info.returncode == 0 and "1 kernels, 4 kiln files" in info.stdout, info.stdout + info.stderr
     cleared = run_kiln("cache", "clear", env=env)
-    assert cleared.returncode == 0 and "removed 2 files" in cleared.stdout
-    assert cache.is_dir() and not any(cache.iterdir())
+    assert cleared.returncode == 0 and "removed 4 kiln files" in cleared.stdout, cleared.stdout + cleared.stderr
+    assert "left 2 other files alone" in cleared.stdout
+    assert sorted(p.name for p in kernels.iterdir()) == ["k_mine.so", "notes.txt"]
+    assert (cache / "precious.txt").read_text() == "keep me"
     again = run_kiln("cache", "clear", env=env)
-    assert again.returncode == 0
+    assert again.returncode == 0 and "removed 0 kiln files" in again.stdout
+    assert run_kiln("cache", "clear", env={"KILN_CACHE_DIR": str(tmp_path / "none")}).returncode == 0
+
+
+def test_cache_clear_removes_what_a_compile_built(tmp_path):
+    cache = tmp_path / "kiln-cache"
+    env = {"KILN_CACHE_DIR": str(cache)}
+    script = ("import kiln; from kiln.jit.backends.cpu import fusion; fusion.MIN_ELEMENTS = 1\n"
+              "kiln.compile(lambda x: (x * 2.0).relu(), backend='cpu')(kiln.randn(3, 3))\n")
+    built = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env},
+                           cwd=ROOT, timeout=120)
+    assert built.returncode == 0, built.stderr
+    kernels = cache / "kernels"
+    if not list(kernels.glob("k_*.so")):
+        pytest.skip("no working C compiler: nothing was built")
+    (kernels / "mine.txt").write_text("keep")
+    info = run_kiln("cache", "info", env=env)
+    assert "1 kernels" in info.stdout and "NOT USED" not in info.stdout
+    assert run_kiln("cache", "clear", env=env).returncode == 0
+    assert [p.name for p in kernels.iterdir()] == ["mine.txt"]
+
+
+def test_cache_info_flags_an_unsafe_cache(tmp_path):
+    kernels = tmp_path / "kiln-cache" / "kernels"
+    kernels.mkdir(parents=True)
+    kernels.chmod(0o777)
+    info = run_kiln("cache", "info", env={"KILN_CACHE_DIR": str(tmp_path / "kiln-cache")})
+    assert info.returncode == 0 and "NOT USED" in info.stdout and "chmod 700" in info.stdout
 
 
 def test_cache_clear_refuses_the_home_directory(tmp_path):

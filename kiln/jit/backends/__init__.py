@@ -2,7 +2,8 @@
 
 `interpret` is the reference: NumPy kernels node by node. `cpu` is the same Plan with
 chains of elementwise nodes fused into generated C (falls back to `interpret`, with
-one warning, when no C compiler works).
+one warning, when no C compiler works). "auto" is "cpu" only when a compiler was seen
+to build a tiny library (once per process), not merely found on PATH.
 """
 from . import cpu
 from .interpret import Plan, lower
@@ -11,7 +12,7 @@ BACKENDS = {"interpret": lower, "cpu": cpu.lower}
 
 
 def get_backend(name: str):
-    """(name, lowering function) for a backend name; "auto" is "cpu" when a compiler exists."""
+    """(name, lowering function) for a backend name; "auto" is "cpu" when a compiler works."""
     if name == "auto":
         name = "cpu" if cpu.available() else "interpret"
     try:

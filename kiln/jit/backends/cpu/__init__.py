@@ -2,7 +2,8 @@
 
 `lower(graph)` finds fusion groups (see fusion.py), compiles one C loop per group with
 the system compiler (toolchain.py, cached on disk) and replaces each group by a single
-node. Without a working compiler it warns once and lowers exactly like `interpret`.
+node. Without a working compiler (none, failing, silent, misconfigured or hanging) it
+warns once and lowers exactly like `interpret`.
 """
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ from ...ir import Graph, Node
 from ..interpret import Plan
 from .codegen import FusedElementwise
 from .fusion import find_groups
-from .toolchain import CompilerUnavailable, find_compiler
+from . import toolchain
+from .toolchain import CompilerUnavailable
 
-_warned = False
+_warned = False  # the fallback warning is given once per process
+
+
+def _reset_state() -> None:
+    """Forget the fallback warning and the toolchain's per-process state (for tests)."""
+    global _warned
+    _warned = False
+    toolchain._reset_state()
 
 
 def fuse(graph: Graph) -> Graph:
@@ -33,7 +42,8 @@ def fuse(graph: Graph) -> Graph:
 
 
 def available() -> bool:
-    return find_compiler() is not None
+    """Whether a C compiler actually builds libraries here (probed once per process)."""
+    return toolchain.compiler_problem() is None
 
 
 def lower(graph: Graph) -> Plan:

@@ -1,41 +1,100 @@
 """Compile C source to a shared library with the system compiler, cached on disk by hash.
 
-The cache lives in ``$KILN_CACHE_DIR`` (default ``~/.cache/kiln``) under ``kernels/``;
-`kiln cache clear` empties it. Builds are atomic (temp file + rename), so concurrent
-processes never load a half-written library.
+Loading a shared library runs its code, so the on-disk cache is treated as untrusted:
+
+* It lives in ``$KILN_CACHE_DIR`` (default ``~/.cache/kiln``) under ``kernels/``, both
+  created with mode 0700. A cache folder that is a symlink, belongs to another user or is
+  writable by group or others is not used: kiln warns once and builds in a private
+  temporary folder for the rest of the process.
+* An entry is ``k_<key>.so`` plus ``k_<key>.sha256`` (``sha256sum`` format), the hash of
+  the library's bytes recorded when it was built. Entries are opened without following
+  symlinks and loaded only when their bytes match the record; anything else (planted,
+  truncated, garbage, missing its symbol) is rebuilt with a RuntimeWarning.
+* The key covers the source, the compiler command and version, the flags and the CPU
+  features ``-march=native`` targets, so a changed toolchain or machine never reuses a library.
+* Builds are atomic (temp file + rename) and serialized per key by a lock file, so
+  concurrent processes never see half an entry and all load the same verified kernel.
+
+Compiler trouble (none found, failing, silent, misconfigured ``$CC``, hanging past
+``$KILN_CC_TIMEOUT`` seconds) raises CompilerUnavailable; the backend then interprets.
+`kiln cache clear` removes the names `is_kiln_entry` accepts and nothing else.
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
 import ctypes
 import hashlib
+import json
+import math
 import os
 import platform
+import re
+import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 import threading
+import warnings
 from pathlib import Path
+from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: builds are not serialized across processes (loads still verify hashes)
+    fcntl = None  # type: ignore[assignment]
 
 FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-std=c99", "-fPIC", "-shared"]
-_lock = threading.Lock()
-_loaded: dict[str, ctypes.CDLL] = {}
+SYMBOL = "kiln_fused"  # the function codegen.render emits: a library without it is not a kernel
+DEFAULT_TIMEOUT_S = 120.0
+TEMP_PREFIX = "kiln-tmp-"  # kiln's build and load folders inside the cache
+ENTRY_NAME = re.compile(r"k_[0-9a-f]{16,64}\.(?:so|sha256|lock)")
+PROBE_SOURCE = "int kiln_probe(void) { return 42; }\n"
+_KEY_FORMAT = 2  # bump when the entry layout changes
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+_lock = threading.RLock()
+_loaded: dict[str, ctypes.CDLL] = {}  # key -> library, for this process
+_probed: dict[tuple[str, ...], str | None] = {}  # compiler command -> why it does not work (None: it works)
+_versions: dict[tuple[str, ...], str] = {}
+_targets: dict[tuple[str, ...], str] = {}
+_warned_dirs: set[str] = set()
+_private: Path | None = None
 
 
 class CompilerUnavailable(RuntimeError):
     """No working C compiler was found (set $CC, or install gcc or clang)."""
 
 
-def cache_dir() -> Path:
-    configured = os.environ.get("KILN_CACHE_DIR")
-    base = Path(configured).expanduser() if configured else Path.home() / ".cache" / "kiln"
-    return base / "kernels"
+class CompilerTimeout(CompilerUnavailable):
+    """The compiler ran past $KILN_CC_TIMEOUT: it is not tried again in this process."""
 
 
+class _Rejected(Exception):
+    """A library or cache entry kiln will not load; the message says why."""
+
+
+# ---- process state ----------------------------------------------------------------------
+def _reset_state() -> None:
+    """Forget this process's loaded kernels, compiler probes, warnings and private folder (for tests)."""
+    global _private
+    with _lock:
+        _loaded.clear()
+        _probed.clear()
+        _versions.clear()
+        _targets.clear()
+        _warned_dirs.clear()
+        _private = None
+
+
+# ---- the compiler -----------------------------------------------------------------------
 def find_compiler() -> str | None:
-    """$CC if set, else the first of cc, gcc, clang on PATH."""
-    configured = os.environ.get("CC")
+    """The compiler command as configured: $CC if set, else the first of cc, gcc, clang on PATH."""
+    configured = os.environ.get("CC", "").strip()
     if configured:
-        return shutil.which(configured) or configured
+        return configured
     for name in ("cc", "gcc", "clang"):
         found = shutil.which(name)
         if found:
@@ -43,31 +102,410 @@ def find_compiler() -> str | None:
     return None
 
 
-def build(source: str) -> ctypes.CDLL:
-    """The loaded library for `source`, compiling it on the first use on this machine."""
-    compiler = find_compiler()
-    if compiler is None:
+def compiler_command() -> list[str]:
+    """find_compiler() as argv, split like a shell would (CC="gcc -O2" works), program resolved on PATH."""
+    configured = find_compiler()
+    if configured is None:
         raise CompilerUnavailable("no C compiler found: install gcc or clang, or set $CC")
-    digest = hashlib.sha256("\n".join([source, compiler, *FLAGS, platform.machine()]).encode()).hexdigest()[:24]
+    whole = shutil.which(configured)
+    if whole:  # a path with spaces, unquoted
+        return [whole]
+    try:
+        argv = shlex.split(configured)
+    except ValueError as exc:
+        raise CompilerUnavailable(f"cannot parse $CC={configured!r} ({exc}): expected a command such as "
+                                  "'gcc' or 'clang -O2'") from None
+    program = shutil.which(argv[0]) if argv else None
+    if program is None:
+        raise CompilerUnavailable(f"the C compiler {configured!r} was not found or is not executable: expected "
+                                  "a program on PATH such as gcc or clang; install one or fix $CC")
+    return [program, *argv[1:]]
+
+
+def compiler_timeout() -> float:
+    """Seconds one compiler run may take: $KILN_CC_TIMEOUT, default 120."""
+    text = os.environ.get("KILN_CC_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise CompilerUnavailable(f"$KILN_CC_TIMEOUT={text!r}: expected a positive number of seconds")
+    return value
+
+
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run a compiler command in its own session, so a timeout kills a wrapper script's children too."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise CompilerUnavailable(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise CompilerTimeout(f"{argv[0]} did not finish within {timeout:g} s; set $KILN_CC_TIMEOUT to "
+                              "allow longer") from None
+    except BaseException:
+        _kill(proc)
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill `proc` and everything it started, then reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (AttributeError, OSError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.communicate(timeout=5)
+
+
+def compiler_problem() -> str | None:
+    """Why the C compiler cannot build kernels, or None when it can (a tiny build, once per process)."""
+    try:
+        return _probe(compiler_command())
+    except CompilerUnavailable as exc:
+        return str(exc)
+
+
+def _probe(command: list[str]) -> str | None:
+    """The cached result of building and loading a tiny library with `command`, where kernels will be."""
+    key = tuple(command)
     with _lock:
-        lib = _loaded.get(digest)
-        if lib is not None:
-            return lib
-        target = cache_dir() / f"k_{digest}.so"
-        if not target.exists():
-            _compile(compiler, source, target)
-        lib = _loaded[digest] = ctypes.CDLL(str(target))
+        if key not in _probed:
+            try:
+                folder = kernel_dir()
+                with _temp_folder(folder) as tmp:
+                    data = _compile(command, PROBE_SOURCE, tmp)
+                _load_bytes(data, folder, "kiln_probe")
+                _probed[key] = None
+            except _Rejected as exc:
+                _probed[key] = f"{command[0]} built a library kiln cannot use: {exc}"
+            except (CompilerUnavailable, OSError) as exc:
+                _probed[key] = str(exc)
+        return _probed[key]
+
+
+def _compile(command: list[str], source: str, workdir: Path) -> bytes:
+    """The bytes of the library `command` builds from `source` in `workdir` (CompilerUnavailable if none)."""
+    src = workdir / "kernel.c"
+    src.write_text(source)
+    out = workdir / "kernel.so"
+    result = _run([*command, *FLAGS, str(src), "-o", str(out), "-lm"], compiler_timeout())
+    if result.returncode != 0:
+        raise CompilerUnavailable(f"{command[0]} failed (exit status {result.returncode}) to build a kernel:\n"
+                                  f"{(result.stderr or result.stdout)[-2000:]}")
+    try:
+        data = _read_own(out)
+    except (OSError, _Rejected):
+        data = b""
+    if not data:
+        raise CompilerUnavailable(f"{command[0]} exited 0 but wrote no library to {out.name}: expected a C "
+                                  "compiler such as gcc or clang; fix $CC")
+    return data
+
+
+def compiler_version(command: list[str]) -> str:
+    """The first line of `command --version` (cached per process; "unknown" when it cannot be had)."""
+    key = tuple(command)
+    if key not in _versions:
+        try:
+            result = _run([*command, "--version"], min(compiler_timeout(), 30.0))
+            lines = (result.stdout or result.stderr).strip().splitlines()
+            _versions[key] = lines[0] if result.returncode == 0 and lines else "unknown"
+        except CompilerUnavailable:
+            _versions[key] = "unknown"
+    return _versions[key]
+
+
+def target_features(command: list[str]) -> str:
+    """What -march=native means on this machine (cached per process): a digest of the compiler's
+    predefined macros under it (__AVX2__ and the like), else of /proc/cpuinfo's flags."""
+    key = tuple(command)
+    if key not in _targets:
+        text = ""
+        try:
+            result = _run([*command, "-march=native", "-x", "c", "-E", "-dM", os.devnull],
+                          min(compiler_timeout(), 30.0))
+            if result.returncode == 0:
+                text = "macros:" + "\n".join(sorted(result.stdout.splitlines()))
+        except CompilerUnavailable:
+            pass
+        if not text:
+            text = "cpuinfo:" + _cpuinfo_flags()
+        _targets[key] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _targets[key]
+
+
+def _cpuinfo_flags() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        return platform.processor()
+
+
+def kernel_key(source: str, command: list[str]) -> str:
+    """The cache key: source, compiler command and version, flags, target CPU features, machine."""
+    parts = {"format": _KEY_FORMAT, "source": source, "compiler": command, "version": compiler_version(command),
+             "flags": FLAGS, "target": target_features(command), "machine": platform.machine()}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+# ---- the cache folder -------------------------------------------------------------------
+def cache_dir() -> Path:
+    """Where kernels are cached when that folder is safe: $KILN_CACHE_DIR (or ~/.cache/kiln) / kernels."""
+    configured = os.environ.get("KILN_CACHE_DIR")
+    base = Path(configured).expanduser() if configured else Path.home() / ".cache" / "kiln"
+    return base / "kernels"
+
+
+def is_kiln_entry(name: str) -> bool:
+    """Whether a name in the kernels folder is kiln's own (a kernel, its record or lock, a build folder)."""
+    return ENTRY_NAME.fullmatch(name) is not None or name.startswith(TEMP_PREFIX)
+
+
+def cache_problem(folder: Path) -> tuple[str, str] | None:
+    """(problem, fix) when `folder` or the folder it lives in is unsafe to load code from; None when safe.
+
+    The kernels folder must be a real folder (not a symlink) owned by this user and not
+    writable by group or others. Its parent (the kiln folder, perhaps reached through a
+    symlink $KILN_CACHE_DIR) must be owned by this user or root and not writable by
+    others unless sticky like /tmp, or someone could swap the kernels folder out.
+    """
+    return _unsafe(folder.parent, parent=True) or _unsafe(folder, parent=False)
+
+
+def _unsafe(path: Path, parent: bool) -> tuple[str, str] | None:
+    try:
+        st = os.stat(path) if parent else os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"it cannot be inspected ({exc.strerror or exc})", "set KILN_CACHE_DIR to a folder you own"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symlink", f"replace it with a real folder (rm {path}) or set KILN_CACHE_DIR"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a folder", f"remove {path} or set KILN_CACHE_DIR to a folder you own"
+    euid = _euid()
+    if euid is not None and st.st_uid != euid and not (parent and st.st_uid == 0):
+        return (f"{path} is owned by another user (uid {st.st_uid}, you are uid {euid})",
+                "set KILN_CACHE_DIR to a folder you own")
+    writable = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
+    if writable and not (parent and st.st_mode & stat.S_ISVTX):
+        return (f"{path} is writable by {' and '.join(writable)} (mode {stat.S_IMODE(st.st_mode):o})",
+                f"chmod 700 {shlex.quote(str(path))}, or set KILN_CACHE_DIR to a folder only you can write")
+    return None
+
+
+def _euid() -> int | None:
+    return os.geteuid() if hasattr(os, "geteuid") else None
+
+
+def kernel_dir() -> Path:
+    """The folder to build kernels in: cache_dir() made 0700 when safe, else a private temporary folder."""
+    folder = cache_dir()
+    try:
+        os.makedirs(folder.parent, mode=0o700, exist_ok=True)  # the leaf only gets 0700: ~/.cache stays as is
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+        problem = cache_problem(folder)
+    except OSError as exc:
+        problem = f"it cannot be created ({exc.strerror or exc})", "set KILN_CACHE_DIR to a folder you can write"
+    if problem is None:
+        return folder
+    with _lock:
+        if str(folder) not in _warned_dirs:
+            _warned_dirs.add(str(folder))
+            warnings.warn(f"kiln: not using the kernel cache {folder}: {problem[0]} (loading a kernel runs its "
+                          f"code, so its folder must be yours alone). Fix: {problem[1]}. Until then kernels are "
+                          "built in a private temporary folder for this process only.", RuntimeWarning, stacklevel=4)
+        return _private_dir()
+
+
+def _private_dir() -> Path:
+    """A 0700 temporary folder for this process's kernels, removed at exit."""
+    global _private
+    if _private is None or not _private.is_dir():
+        try:
+            _private = Path(tempfile.mkdtemp(prefix="kiln-kernels-"))
+        except OSError as exc:
+            raise CompilerUnavailable(f"no folder to build kernels in: the cache is unusable and a temporary "
+                                      f"folder cannot be made ({exc.strerror or exc})") from None
+        atexit.register(shutil.rmtree, _private, True)
+    return _private
+
+
+# ---- entries ----------------------------------------------------------------------------
+def _read_own(path: Path) -> bytes:
+    """The bytes of a regular file this user owns, opened without following a symlink at `path`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise _Rejected(f"{path.name} is a symlink") from None
+        raise exc
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Rejected(f"{path.name} is not a regular file")
+        euid = _euid()
+        if euid is not None and st.st_uid != euid:
+            raise _Rejected(f"{path.name} is owned by uid {st.st_uid}, not by you (uid {euid})")
+        return f.read()
+
+
+def _recorded_hash(record: Path, library: str) -> str:
+    """The sha256 a record (``<hex>  <name>``) holds for `library`."""
+    try:
+        text = _read_own(record).decode("ascii", errors="replace")
+    except FileNotFoundError:
+        raise _Rejected(f"it has no hash record {record.name}, so its origin is unknown") from None
+    except OSError as exc:
+        raise _Rejected(f"its record {record.name} cannot be read ({exc.strerror or exc})") from None
+    fields = text.split()
+    if len(fields) != 2 or fields[1] != library or not re.fullmatch(r"[0-9a-f]{64}", fields[0]):
+        raise _Rejected(f"its record {record.name} is malformed: expected '<sha256>  {library}', got {text[:100]!r}")
+    return fields[0]
+
+
+@contextlib.contextmanager
+def _temp_folder(parent: Path) -> Iterator[Path]:
+    """A fresh 0700 folder inside `parent` (kiln's naming, so `kiln cache clear` knows it), removed after."""
+    tmp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=parent))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _load_bytes(data: bytes, folder: Path, symbol: str | None) -> ctypes.CDLL:
+    """dlopen exactly `data`, through a private copy, and check it exports `symbol`.
+
+    Why a copy: verifying a file's hash and then dlopen()ing the same path leaves a window
+    in which the path can be renamed over (time of check, time of use). Hashing bytes in
+    memory and loading a copy of those very bytes, written to a fresh 0700 folder only this
+    user can enter, closes it portably (/proc/self/fd and memfd_create are Linux-only). The
+    copy sits beside the cache, on a filesystem known to allow loading code, and is
+    deleted once loaded (the mapping stays valid). Kernels are small, so copying is cheap.
+    """
+    with _temp_folder(folder) as tmp:
+        path = tmp / "kernel.so"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o700)
+        with open(fd, "wb") as f:
+            f.write(data)
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as exc:
+            raise _Rejected(f"it is not a loadable library ({exc})") from None
+    try:
+        if symbol is not None:
+            getattr(lib, symbol)
+    except AttributeError:
+        raise _Rejected(f"it does not export {symbol}") from None
+    lib.kiln_sha256 = hashlib.sha256(data).hexdigest()
+    return lib
+
+
+def _load_entry(so: Path, record: Path, symbol: str | None) -> ctypes.CDLL | None:
+    """The cached library `so` when its bytes match its record; None when there is no entry; _Rejected otherwise."""
+    try:
+        data = _read_own(so)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _Rejected(f"it cannot be read ({exc.strerror or exc})") from None
+    recorded = _recorded_hash(record, so.name)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != recorded:
+        raise _Rejected(f"its {len(data)} bytes hash to sha256 {actual[:16]}..., not the recorded "
+                        f"{recorded[:16]}... (truncated, replaced or planted)")
+    return _load_bytes(data, so.parent, symbol)
+
+
+def _publish(so: Path, record: Path, data: bytes) -> None:
+    """Rename the library, then its record, into place (never writing through an existing symlink)."""
+    digest = hashlib.sha256(data).hexdigest()
+    with _temp_folder(so.parent) as tmp:
+        for target, content, mode in ((so, data, 0o700), (record, f"{digest}  {so.name}\n".encode(), 0o600)):
+            staged = tmp / target.name
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode)
+            with open(fd, "wb") as f:
+                f.write(content)
+            os.replace(staged, target)
+
+
+@contextlib.contextmanager
+def _entry_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path`: one process builds an entry while the others wait, then load it."""
+    fd = None
+    if fcntl is not None:
+        with contextlib.suppress(OSError):  # an odd lock file (a symlink, a folder): go on unlocked
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+    try:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+# ---- building ---------------------------------------------------------------------------
+def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
+    """The loaded library for `source`, from the verified cache or compiled now (see the module docstring).
+
+    `symbol` is the function the library must export: by default SYMBOL when the source
+    mentions it (every generated kernel does), else nothing is required.
+    """
+    if symbol is None and SYMBOL in source:
+        symbol = SYMBOL
+    command = compiler_command()
+    problem = _probe(command)
+    if problem is not None:
+        raise CompilerUnavailable(problem)
+    key = kernel_key(source, command)
+    with _lock:
+        lib = _loaded.get(key)
+        if lib is None:
+            folder = kernel_dir()
+            try:
+                with _entry_lock(folder / f"k_{key}.lock"):
+                    lib = _load_or_build(command, source, folder / f"k_{key}.so", symbol)
+            except OSError as exc:  # e.g. a full disk: the backend interprets instead of crashing
+                raise CompilerUnavailable(f"cannot build kernels in {folder}: {exc.strerror or exc}") from None
+            _loaded[key] = lib
         return lib
 
 
-def _compile(compiler: str, source: str, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        src = Path(tmp) / "kernel.c"
-        src.write_text(source)
-        out = Path(tmp) / target.name
-        result = subprocess.run([compiler, *FLAGS, str(src), "-o", str(out), "-lm"],
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise CompilerUnavailable(f"{compiler} failed to build a kernel:\n{result.stderr[-2000:]}")
-        os.replace(out, target)
+def _load_or_build(command: list[str], source: str, so: Path, symbol: str | None) -> ctypes.CDLL:
+    """The verified entry `so`, or a fresh build stored there (replacing a bad entry, with a warning)."""
+    record = so.with_suffix(".sha256")
+    try:
+        lib = _load_entry(so, record, symbol)
+        if lib is not None:
+            return lib
+    except _Rejected as exc:
+        warnings.warn(f"kiln: not loading the cached kernel {so}: {exc}; rebuilding it", RuntimeWarning,
+                      stacklevel=5)
+    with _temp_folder(so.parent) as tmp:
+        try:
+            data = _compile(command, source, tmp)
+        except CompilerTimeout as exc:
+            _probed[tuple(command)] = str(exc)  # do not wait on it again for every kernel
+            raise
+    try:
+        lib = _load_bytes(data, so.parent, symbol)
+    except _Rejected as exc:
+        raise CompilerUnavailable(f"{command[0]} built a library kiln cannot use: {exc}") from None
+    try:
+        _publish(so, record, data)
+    except OSError as exc:
+        warnings.warn(f"kiln: could not store the kernel {so} in the cache ({exc.strerror or exc}); it will be "
+                      "rebuilt next time", RuntimeWarning, stacklevel=5)
+    return lib
