@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import struct
 import uuid
@@ -38,6 +39,8 @@ TAG_OF_DTYPE: dict[np.dtype, str] = {dt.newbyteorder("="): tag for tag, dt in DT
 
 METADATA_KEY = "__metadata__"
 MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit: anything larger is not a header
+MAX_DIMS = 64  # NumPy's (and PyTorch's) limit on the number of dimensions
+MAX_NBYTES = 2**63 - 1  # no array, not even an empty one, may have dims whose product exceeds this
 _ALIGNMENT = 8
 
 
@@ -152,12 +155,15 @@ def _read_header(f: BinaryIO, path: Any) -> tuple[dict[str, Any], int, int]:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
     except (UnicodeDecodeError, ValueError) as exc:
         raise _not_safetensors(path, f"the header is not valid UTF-8 JSON: {exc}") from None
+    except RecursionError:
+        raise _not_safetensors(path, "the header's JSON nests too deeply to parse; expected an object of "
+                                     "flat tensor entries") from None
     if not isinstance(header, dict):
         raise _not_safetensors(path, f"the header is a JSON {type(header).__name__}, expected an object")
     metadata = header.get(METADATA_KEY)
     if metadata is not None and not (isinstance(metadata, dict)
                                      and all(isinstance(v, str) for v in metadata.values())):
-        raise _not_safetensors(path, f"{METADATA_KEY} must be an object of strings, got {metadata!r}")
+        raise _not_safetensors(path, f"{METADATA_KEY} must be an object of strings, got {_short(metadata)}")
     return header, 8 + length, file_size - 8 - length
 
 
@@ -173,28 +179,55 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _parse_entry(name: str, entry: Any, data_size: int, path: Any) -> tuple[np.dtype, tuple, int, int]:
     """Validate one header entry: (dtype, shape, begin, end)."""
     if not isinstance(entry, dict) or not {"dtype", "shape", "data_offsets"} <= entry.keys():
-        raise _not_safetensors(path, f"entry {name!r} is {entry!r}, expected "
+        raise _not_safetensors(path, f"entry {_short(name)} is {_short(entry)}, expected "
                                      "{'dtype': ..., 'shape': [...], 'data_offsets': [begin, end]}")
     tag, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(tag, str):
+        raise _not_safetensors(path, f"tensor {_short(name)} has dtype {_short(tag)}, expected a string "
+                                     "such as 'F32'")
     if tag not in DTYPE_OF_TAG:
-        raise SafetensorsError(f"{os.fspath(path)!r}: tensor {name!r} has dtype {tag}, which kiln does not "
-                               f"support (supported: {', '.join(DTYPE_OF_TAG)}); convert it before saving, "
+        raise SafetensorsError(f"{os.fspath(path)!r}: tensor {_short(name)} has dtype {tag[:100]}, which kiln "
+                               f"does not support (supported: {', '.join(DTYPE_OF_TAG)}); convert it before saving, "
                                "e.g. torch: tensor.float()")
-    if not (isinstance(shape, list) and all(_is_count(d) for d in shape)):
-        raise _not_safetensors(path, f"tensor {name!r} has shape {shape!r}, expected a list of sizes >= 0")
+    _check_shape(name, shape, DTYPE_OF_TAG[tag].itemsize, path)
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):
-        raise _not_safetensors(path, f"tensor {name!r} has data_offsets {offsets!r}, expected [begin, end]")
+        raise _not_safetensors(path, f"tensor {_short(name)} has data_offsets {_short(offsets)}, expected [begin, end] "
+                                     "with 0 <= begin <= end")
     dtype = DTYPE_OF_TAG[tag]
     begin, end = offsets
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if end - begin != nbytes or end > data_size:
-        raise _not_safetensors(path, f"tensor {name!r} ({tag}, shape {shape}) needs {nbytes} bytes, but "
-                                     f"data_offsets {offsets} in a {data_size}-byte buffer do not fit")
+    if begin > end or end > data_size:
+        raise _not_safetensors(path, f"tensor {_short(name)} has data_offsets {_short(offsets)}, which do not fit: "
+                                     f"expected 0 <= begin <= end <= {data_size} (the size of the byte buffer)")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if end - begin != nbytes:
+        raise _not_safetensors(path, f"tensor {_short(name)} ({tag}, shape {shape}) needs {nbytes} bytes, but "
+                                     f"data_offsets {offsets} hold {end - begin}")
     return dtype, tuple(shape), begin, end
+
+
+def _check_shape(name: str, shape: Any, itemsize: int, path: Any) -> None:
+    """A shape is a list of at most MAX_DIMS ints >= 0 whose product (ignoring zeros) an array can hold."""
+    if not (isinstance(shape, list) and all(_is_count(d) for d in shape)):
+        raise _not_safetensors(path, f"tensor {_short(name)} has shape {_short(shape)}, expected a list of integer "
+                                     "sizes >= 0")
+    if len(shape) > MAX_DIMS:
+        raise _not_safetensors(path, f"tensor {_short(name)} has {len(shape)} dims, expected at most {MAX_DIMS}")
+    if any(d > MAX_NBYTES for d in shape) or math.prod(d for d in shape if d) * itemsize > MAX_NBYTES:
+        raise _not_safetensors(path, f"tensor {_short(name)} has shape {_short(shape)}, whose sizes multiply past "
+                                     f"{MAX_NBYTES} bytes; expected sizes an array can hold")
 
 
 def _is_count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    """repr(value), cut to `limit` characters: a hostile header must not flood the message."""
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # ValueError: an int with more digits than str() allows
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_coverage(entries: list[tuple[np.dtype, tuple, int, int]], data_size: int, path: Any) -> None:
@@ -211,14 +244,18 @@ def _check_coverage(entries: list[tuple[np.dtype, tuple, int, int]], data_size: 
 def _read_array(f: BinaryIO, start: int, nbytes: int, dtype: np.dtype, shape: tuple, name: str,
                 path: Any) -> np.ndarray:
     """Read straight into a fresh aligned array (no intermediate bytes object)."""
-    array = np.empty(shape, dtype=dtype)
+    try:
+        array = np.empty(shape, dtype=dtype)
+    except ValueError as exc:  # limits of the NumPy in use (e.g. 32 dims before NumPy 2)
+        raise _not_safetensors(path, f"tensor {_short(name)} has shape {shape}, which NumPy cannot hold: "
+                                     f"{exc}") from None
     if nbytes:
         f.seek(start)
         got = f.readinto(array.reshape(-1).view(np.uint8))
         if got != nbytes:
-            raise _not_safetensors(path, f"tensor {name!r} is truncated: read {got} of {nbytes} bytes")
+            raise _not_safetensors(path, f"tensor {_short(name)} is truncated: read {got} of {nbytes} bytes")
     if dtype.kind == "b" and array.size and array.view(np.uint8).max() > 1:
-        raise _not_safetensors(path, f"BOOL tensor {name!r} holds bytes other than 0 and 1")
+        raise _not_safetensors(path, f"BOOL tensor {_short(name)} holds bytes other than 0 and 1")
     if not dtype.isnative:
         array = array.astype(dtype.newbyteorder("="))
     return array
