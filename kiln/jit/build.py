@@ -58,6 +58,7 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
             forward = run_pass(inference_pipeline(passes), graph)
         entry = InferenceEntry(forward, lower(forward), layout, device)
     entry.shape_guards = unique_guards(shape_guards)
+    entry.value_guards = tuple(traced.tracer.concretized)
     entry.captured = tuple((spec.ref, spec.ref.requires_grad) for spec in graph.specs if spec.kind == "captured")
     article = "an" if entry.kind == "inference" else "a"
     summary = (f"  compiled {article} {entry.kind} plan ({backend}): {len(graph.nodes)} traced nodes -> "

@@ -29,7 +29,7 @@ from .executor import FallbackEntry
 from .guards import Guards
 from .ir import Graph
 from .keys import KeyBuilder, arg_of_leaf, validate_dynamic_dims
-from .misslog import MissLog, warn_once
+from .misslog import MissLog, MissReason, warn_once
 from .module_state import ModuleState
 from .passes import PassLog
 from .pytree import flatten
@@ -40,19 +40,33 @@ _STATIC_OUTPUTS = (Tensor, int, float, bool, str, bytes, complex, type(None), ty
                    frozenset, enum.Enum, np.generic, DType, Device)  # outputs a plan may return as traced
 
 
-def _captured_unchanged(entry: Any) -> bool:
-    """A plan differentiates exactly the outside tensors that required grad when it was traced."""
-    for tensor, requires_grad in getattr(entry, "captured", ()):
-        if tensor.requires_grad != requires_grad:
-            return False
-    return True
-
-
 def _reusable(entry: Any, dims: dict | None) -> bool:
-    """The entry fits this call: captured tensors as traced, and (dynamic_dims) the Python
-    branches taken on symbolic sizes while tracing go the same way for this call's sizes."""
+    """The entry fits this call: captured tensors as traced, outside tensors read as Python
+    values unchanged, and (dynamic_dims) the Python branches taken on symbolic sizes while
+    tracing go the same way for this call's sizes."""
+    return _stale_reason(entry, dims) is None
+
+
+def _stale_reason(entry: Any, dims: dict | None) -> MissReason | None:
+    """Why a cached entry with this call's key cannot serve it (None when it can)."""
+    for tensor, requires_grad in getattr(entry, "captured", ()):
+        if tensor.requires_grad != requires_grad:  # a plan differentiates exactly what required grad
+            return MissReason(f"a captured tensor's requires_grad changed: {requires_grad} -> {not requires_grad}",
+                              "requires_grad", "captured tensor", requires_grad, not requires_grad)
+    for i, (tensor, version, value) in enumerate(getattr(entry, "value_guards", ())):
+        if tensor._version != version and not _same_value(tensor._data, value):
+            return MissReason(f"an outside tensor read as a Python value (`{value.reshape(-1)[:4].tolist()}`...) "
+                              "changed", "tensor value", f"outside tensor {i}", value, tensor._data)
     guards = getattr(entry, "shape_guards", None)
-    return _captured_unchanged(entry) and (not guards or guards_hold(guards, dims))
+    if guards and not guards_hold(guards, dims):
+        return MissReason("a Python branch on a dynamic size goes the other way for these sizes", "shape guard")
+    return None
+
+
+def _same_value(data: Any, value: np.ndarray) -> bool:
+    """Bitwise equality (NaN payloads and -0.0 included) of a tensor's array and a saved copy."""
+    return data.shape == value.shape and data.dtype == value.dtype and \
+        np.ascontiguousarray(data).tobytes() == value.tobytes()
 
 
 def _module_of(fn: Any) -> Any:
@@ -164,12 +178,13 @@ class JITFunction:
             entry = self._cache.get(key)
             if entry is not None and _reusable(entry, dims):  # another thread compiled it meanwhile
                 return self._run_cached(entry, args, kwargs, leaves, dims)
-            replacing = entry is not None  # its captured tensors' requires_grad or its shape guards changed
+            stale = _stale_reason(entry, dims) if entry is not None else None  # same key, but it cannot serve
             start = time.perf_counter()
             mark = self._log.mark()
             try:
                 self._log.note_miss(key, self._cache.keys(), self._cache.max_entries, self._guards.describe,
-                                    lambda leaf: arg_of_leaf(args, leaf))
+                                    lambda leaf: arg_of_leaf(args, leaf), stale)
+                self._report_notes()
                 debug.log_miss(self.__name__, self.stats.misses + 1, self.stats.miss_reasons[-1])
                 self.stats.traces += 1
                 traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph,
@@ -180,7 +195,7 @@ class JITFunction:
                 self._pass_logs.pop(key, None)
                 raise
             self.stats.misses += 1
-            self.stats.evictions += replacing
+            self.stats.evictions += stale is not None
             for old in self._cache.put(key, entry):
                 self.stats.evictions += 1
                 self._pass_logs.pop(old, None)
@@ -207,6 +222,13 @@ class JITFunction:
         if self.show_graph:
             print(built.entry.graph.to_text())
         return built.entry
+
+    def _report_notes(self) -> None:
+        """What the guards cannot follow: a one-time warning each, or a GraphBreakError with fullgraph."""
+        for note in list(self._guards.notes.values()):
+            if self.fullgraph:
+                raise GraphBreakError(f"kiln.compile({self.__name__}, fullgraph=True): {note.message}")
+            self._warn_once(note.tag, f"kiln.compile({self.__name__}): {note.message}")
 
     def _check_static_outputs(self, tracer: Tracer, out_leaves: list) -> None:
         """A plan returns its non-tensor outputs as traced; an object that may hold tensors or be

@@ -3,204 +3,67 @@
 Tracing runs the function once, so every Python value it reads becomes a constant
 of the plan: closure and global scalars, attributes of config objects and modules
 (``cfg.scale``, ``settings.EPS``), constant-key items (``flags["on"]``,
-``weights[0]``), default arguments, attributes of ``self`` in methods, and the
-training mode and structure of any nn.Module the function calls. The bytecode of
-the function names these reads as chains ``root.attr[const]...``; `Guards`
-finds them (following the plain Python helpers, methods, module forwards and
-hooks the function reaches) and `Guards.key` re-reads them, without running user
-code, so that a changed value retraces instead of replaying a stale plan.
+``weights[0]``, ``os.environ["MODE"]``), containers read with computed keys,
+``getattr``/``vars``/``__dict__`` reads, default arguments, attributes of ``self``
+and of its class, ``functools.partial`` arguments, and the training mode and
+structure of any nn.Module the function calls. `read_scan` finds these reads in
+the bytecode of the function and of the helpers, methods (static, class and
+``super()`` ones too), module forwards and hooks it reaches; `Guards.key` re-reads
+them without running user code, so a changed value retraces instead of replaying
+a stale plan.
+
+What cannot be guarded is said, never guessed: a property or other descriptor
+(reading it runs user code), a container or array too large to key by content,
+a call whose result differs per call (``random``, ``time``), and Python side
+effects (``log.append(x)``, ``print``, attribute stores), which run while tracing
+and never on a replay. Each becomes a `Note`: a one-time warning naming the read,
+where it is, and the fix (a GraphBreakError with ``fullgraph=True``). The table of
+what is guarded and what is warned about is in docs/guards.md.
 """
 from __future__ import annotations
 
 import builtins
 import collections
 import dataclasses
-import dis
 import functools
 import os
+import random
 import sysconfig
 import threading
+import time
 import types
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from ..tensor import Tensor
-from .module_state import SCALARS as _SCALARS, ModuleState, scalar_key
+from .module_state import SCALARS as _SCALARS, ModuleState
+from .read_scan import MUTATORS, scan
+from .read_values import MISSING, OPAQUE, ByIdentity, TooLarge, attr, class_attribute, content_key, default_of, \
+    evaluate, is_compiled, item, root_value
+
+__all__ = ["ByIdentity", "Guards", "Note", "chain_name"]
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIBRARY_DIRS = tuple({os.path.abspath(p) + os.sep for k, p in sysconfig.get_paths().items()
                        if k in ("stdlib", "platstdlib", "purelib", "platlib")})
-_CONTAINER_LIMIT = 32  # lists, tuples and dicts up to this size are guarded item by item
-_ARRAY_LIMIT = 1024  # NumPy arrays up to this size are guarded by content, larger ones by identity
 _DEPTH_LIMIT = 8  # how many calls deep the analysis follows helpers
-
-
-class _Sentinel:
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-_MISSING = _Sentinel("<missing>")  # the name or attribute does not exist (yet)
-_OPAQUE = _Sentinel("<opaque>")  # reading it would run user code (a property, __getitem__, ...)
-_LOAD_FAST = ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW")
-_LOAD_CONST = ("LOAD_CONST", "LOAD_SMALL_INT")
 _UNGUARDED = (type, types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType,
               types.MethodWrapperType, types.WrapperDescriptorType, types.MethodDescriptorType,
               types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType)
+_EFFECTFUL_BUILTINS = {id(builtins.print): "print(...)", id(builtins.input): "input(...)",
+                       id(builtins.setattr): "setattr(...)", id(builtins.delattr): "delattr(...)",
+                       id(builtins.exec): "exec(...)"}
+_NONDETERMINISTIC_MODULES = ("random", "time", "datetime", "uuid", "secrets", "numpy.random")
+_FIX_READ = ("Fix: pass it as an argument, or keep it in a tensor that is an input (tensors are read fresh "
+             "on every call).")
 
 
-class ByIdentity:
-    """An object by identity in a cache key. It holds a reference, so the id cannot be reused by a new
-    object (which would make a stale plan look valid) while the key exists."""
+class Note(NamedTuple):
+    """Something the analysis cannot guard: `tag` (one warning per tag) and the message."""
 
-    __slots__ = ("obj",)
-
-    def __init__(self, obj: Any):
-        self.obj = obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is ByIdentity and other.obj is self.obj
-
-    def __repr__(self) -> str:
-        return f"<{type(self.obj).__name__} at {id(self.obj):#x}>"
-
-
-# ---- reading a chain without running user code ----------------------------------------------
-
-
-def _attr(obj: Any, name: str) -> Any:
-    """obj.name when it is plain data (instance or class dict, module registries); else _OPAQUE."""
-    if isinstance(obj, Tensor):
-        return _OPAQUE
-    if isinstance(obj, types.ModuleType):
-        return obj.__dict__.get(name, _MISSING)
-    from ..nn.module import Module  # noqa: PLC0415
-
-    is_class = isinstance(obj, type)
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        d = None
-    if isinstance(obj, Module) and d is not None:
-        for registry in ("_parameters", "_buffers", "_modules"):
-            found = d.get(registry)
-            if found is not None and name in found:
-                return found[name]
-    cls = obj if is_class else type(obj)
-    class_value: Any = _MISSING
-    for klass in cls.__mro__:
-        class_value = klass.__dict__.get(name, _MISSING)
-        if class_value is not _MISSING:
-            break
-    if class_value is not _MISSING and not is_class:
-        kind = type(class_value)
-        if kind is types.MemberDescriptorType:  # a __slots__ field
-            try:
-                return class_value.__get__(obj, cls)
-            except AttributeError:
-                return _MISSING
-        if hasattr(kind, "__set__") or hasattr(kind, "__delete__"):
-            return _OPAQUE  # a property or another data descriptor
-    if not is_class and isinstance(d, dict) and name in d:
-        return d[name]
-    if class_value is _MISSING:
-        return _MISSING
-    if isinstance(class_value, types.FunctionType):
-        return class_value if is_class else types.MethodType(class_value, obj)
-    if hasattr(type(class_value), "__get__"):
-        return _OPAQUE  # staticmethod, classmethod, other descriptors
-    return class_value
-
-
-def _item(obj: Any, key: Any) -> Any:
-    if type(obj) in (dict, list, tuple):
-        try:
-            return obj[key]
-        except (KeyError, IndexError, TypeError):
-            return _MISSING
-    return _OPAQUE
-
-
-def _root_value(root: tuple, args: tuple, kwargs: dict) -> Any:
-    kind = root[0]
-    if kind == "global":
-        value = root[1].get(root[2], _MISSING)
-        return builtins.__dict__.get(root[2], _MISSING) if value is _MISSING else value
-    if kind == "cell":
-        try:
-            return root[1].cell_contents
-        except ValueError:
-            return _MISSING
-    if kind == "const":
-        return root[1]
-    if kind == "arg":
-        _, position, name, func = root
-        if position is not None and position < len(args):
-            return args[position]
-        if name in kwargs:
-            return kwargs[name]
-        return _default(func, name)
-    if kind == "default":
-        return _default(root[1], root[2])
-    return _MISSING
-
-
-def _default(func: Any, name: str) -> Any:
-    """The current default of parameter `name` (read live: __defaults__ can be reassigned)."""
-    code = func.__code__
-    kwdefaults = func.__kwdefaults__ or {}
-    if name in kwdefaults:
-        return kwdefaults[name]
-    defaults = func.__defaults__ or ()
-    positional = code.co_varnames[:code.co_argcount]
-    if name in positional:
-        i = positional.index(name) - (len(positional) - len(defaults))
-        if i >= 0:
-            return defaults[i]
-    return _MISSING
-
-
-def _evaluate(root: tuple, steps: tuple, args: tuple, kwargs: dict) -> Any:
-    value = _root_value(root, args, kwargs)
-    for kind, key in steps:
-        if value is _MISSING or value is _OPAQUE:
-            return value
-        value = _item(value, key) if kind == "item" else _attr(value, key)
-    return value
-
-
-def _guard_of(value: Any, modules: list, depth: int = 0) -> Any:
-    """A hashable stand-in for `value`: equal stand-ins mean the plan is still valid."""
-    if isinstance(value, _SCALARS):
-        return scalar_key(value)
-    if isinstance(value, Tensor):
-        return ("tensor", ByIdentity(value), value.requires_grad)
-    from ..nn.module import Module  # noqa: PLC0415
-
-    if isinstance(value, Module):
-        modules.append(value)
-        return ("module", ByIdentity(value))
-    kind = type(value)
-    if kind in (list, tuple, dict) and depth == 0 and len(value) <= _CONTAINER_LIMIT:
-        items = value.items() if kind is dict else enumerate(value)
-        return (kind.__name__, ByIdentity(value), tuple((k, _guard_of(v, modules, 1)) for k, v in items))
-    if kind is np.ndarray:
-        if value.size <= _ARRAY_LIMIT:
-            return ("ndarray", value.shape, value.dtype.str, value.tobytes())
-        return ("ndarray", ByIdentity(value))
-    if kind is types.MethodType:
-        return ("method", ByIdentity(value.__func__), ByIdentity(value.__self__))
-    jit_module = getattr(value, "_module", None) if _is_jit(value) else None
-    if isinstance(jit_module, Module):
-        modules.append(jit_module)
-    return ("object", ByIdentity(value))
+    tag: str
+    message: str
 
 
 def _is_pytree_node(x: Any) -> bool:
@@ -208,15 +71,6 @@ def _is_pytree_node(x: Any) -> bool:
     return type(x) in (tuple, list, dict, collections.OrderedDict, collections.defaultdict) or \
         (isinstance(x, tuple) and hasattr(type(x), "_fields")) or \
         (dataclasses.is_dataclass(x) and not isinstance(x, type))
-
-
-def _is_jit(value: Any) -> bool:
-    from .function import JITFunction  # noqa: PLC0415
-
-    return isinstance(value, JITFunction)
-
-
-# ---- finding the chains in bytecode -----------------------------------------------------------
 
 
 def _is_user_code(code: types.CodeType) -> bool:
@@ -228,92 +82,60 @@ def _is_user_code(code: types.CodeType) -> bool:
     return not path.startswith(_KILN_DIR) and not path.startswith(_LIBRARY_DIRS)
 
 
-def _scan(code: types.CodeType, global_root: Callable[[str], tuple], cells: dict[str, tuple],
-          locals_: dict[str, tuple]) -> list[tuple[tuple, tuple]]:
-    """(root, steps) for each chain `name.attr[const]...` read in `code` and its nested code."""
-    chains = []
-    for kind, name, steps in _chains_in(code):
-        if kind == "global":
-            root = global_root(name)
-        elif kind == "deref":
-            root = cells.get(name)
-        else:
-            root = locals_.get(name)
-        if root is not None:
-            chains.append((root, steps))
-    return chains
+def _nondeterministic(value: Any) -> bool:
+    """A function whose result differs from call to call (random, time, uuid, NumPy's global RNG)."""
+    owner = getattr(value, "__self__", None)
+    if isinstance(owner, (random.Random, np.random.RandomState, np.random.Generator)):
+        return True
+    if value in (time.time, time.perf_counter, time.monotonic, time.time_ns, time.process_time, os.urandom):
+        return True
+    module = getattr(value, "__module__", None) or ""
+    return callable(value) and any(module == m or module.startswith(m + ".") for m in _NONDETERMINISTIC_MODULES)
 
 
-@functools.lru_cache(maxsize=2048)
-def _chains_in(code: types.CodeType) -> tuple[tuple[str, str, tuple], ...]:
-    """(load kind, name, steps) of each chain in `code`; nested code contributes its globals and the
-    closure variables it shares with `code` (kind "global" / "deref"). Cached: bytecode never changes."""
-    chains: list[tuple[str, str, tuple]] = []
-    current: tuple[str, str] | None = None
-    steps: list = []
-    const: Any = _MISSING
-    for ins in dis.get_instructions(code):
-        op = ins.opname
-        if current is not None:
-            if op in ("LOAD_ATTR", "LOAD_METHOD") and const is _MISSING:
-                steps.append(("attr", ins.argval))
-                continue
-            if op in _LOAD_CONST and const is _MISSING:
-                const = ins.argval
-                continue
-            if const is not _MISSING and (op == "BINARY_SUBSCR" or (op == "BINARY_OP" and ins.argrepr == "[]")):
-                try:
-                    hash(const)
-                except TypeError:
-                    pass
-                else:
-                    steps.append(("item", const))
-                    const = _MISSING
-                    continue
-            chains.append((*current, tuple(steps)))
-            current, steps, const = None, [], _MISSING
-        if op in ("LOAD_GLOBAL", "LOAD_NAME"):
-            current = ("global", ins.argval)
-        elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
-            current = ("deref", ins.argval) if ins.argval in code.co_freevars else None
-        elif op in _LOAD_FAST:
-            current = ("fast", ins.argval)
-        elif op.startswith("LOAD_FAST") and isinstance(ins.argval, tuple) and ins.argval:
-            current = ("fast", ins.argval[-1])  # 3.13's LOAD_FAST_LOAD_FAST: the last name is on top
-    if current is not None:
-        chains.append((*current, tuple(steps)))
-    for const_value in code.co_consts:
-        if isinstance(const_value, types.CodeType):  # lambdas, comprehensions, inner functions
-            chains.extend(c for c in _chains_in(const_value)
-                          if c[0] == "global" or (c[0] == "deref" and c[1] in code.co_freevars))
-    return tuple(chains)
+def _user_descriptor(obj: Any, name: str) -> Any:
+    """The property or descriptor of user code behind obj.name (None for kiln's and libraries' own)."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    raw = class_attribute(cls, name)
+    if raw is MISSING:
+        return None
+    getter = getattr(raw, "fget", None) or getattr(type(raw), "__get__", None)
+    code = getattr(getter, "__code__", None)
+    return raw if code is not None and _is_user_code(code) else None
 
 
 class _Analysis:
-    """One pass over a function and everything it reaches; collects the chains worth guarding."""
+    """One pass over a function and everything it reaches: the chains worth guarding, and notes."""
 
     def __init__(self, covered: set[int], root: Any = None):
         self.covered = covered  # ids of modules the caller keys already (a JITModule's tree)
         self.root_id = id(root) if root is not None else None  # a JITModule's module: its hooks run outside
-        self.chains: dict[tuple, tuple[tuple, tuple]] = {}
+        self.chains: dict[tuple, tuple[tuple, tuple, str]] = {}  # signature -> (root, steps, where read)
         self.seen: set[tuple] = set()
+        self.notes: dict[str, Note] = {}
+        self.where = ""  # file:line of the read being considered
 
     def add(self, root: tuple, steps: tuple) -> None:
         signature = (root[0], id(root[1]) if root[0] != "arg" else root[1], root[2], steps)
-        self.chains.setdefault(signature, (root, steps))
+        self.chains.setdefault(signature, (root, steps, self.where))
+
+    def note(self, tag: str, message: str) -> None:
+        self.notes.setdefault(tag, Note(tag, message))
 
     def function(self, fn: Any, args: tuple = (), kwargs: dict | None = None, top: bool = False,
                  depth: int = 0) -> None:
         """Analyse a callable; at the top level its parameters are roots read from the call's args."""
         if depth > _DEPTH_LIMIT:
             return
-        bound: Any = _MISSING
+        bound: Any = MISSING
         if isinstance(fn, functools.partial):
+            self.add(("const", fn, "partial"), (("attr", "args"),))
+            self.add(("const", fn, "partial"), (("attr", "keywords"),))
             self.function(fn.func, depth=depth + 1)
             return
         if isinstance(fn, types.MethodType):
             bound, fn = fn.__self__, fn.__func__
-        if _is_jit(fn):
+        if is_compiled(fn):
             module = fn.__dict__.get("_module")
             if module is not None:
                 self.module(module, depth + 1)
@@ -336,32 +158,84 @@ class _Analysis:
         if marker in self.seen:
             return
         self.seen.add(marker)
-        globals_ = fn.__globals__
+        self._function_body(fn, bound, args, kwargs or {}, top, depth)
+
+    def _function_body(self, fn: types.FunctionType, bound: Any, args: tuple, kwargs: dict, top: bool,
+                       depth: int) -> None:
+        code = fn.__code__
         cells = {name: ("cell", cell, name) for name, cell in zip(code.co_freevars, fn.__closure__ or ())}
         params = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
         locals_: dict[str, tuple] = {}
         offset = 0
-        if bound is not _MISSING and params:
+        if bound is not MISSING and params:
             locals_[params[0]] = ("const", bound, params[0])
             offset = 1
-        if top:
-            for i, name in enumerate(params[offset:], start=offset):
-                position = i - offset if i < code.co_argcount else None
+            self._class_reads(bound, params[0], code, depth)
+        for i, name in enumerate(params[offset:], start=offset):
+            position = i - offset if i < code.co_argcount else None
+            if top:
                 locals_[name] = ("arg", position, name, fn)
         for name in list(code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]) + \
                 list(code.co_varnames[offset:code.co_argcount]):
-            if _default(fn, name) is not _MISSING:
-                self.consider(("default", fn, name), (), args, kwargs or {}, depth)
-        for root, steps in _scan(code, lambda name: ("global", globals_, name), cells, locals_):
-            self.consider(root, steps, args, kwargs or {}, depth)
+            if default_of(fn, name) is not MISSING:
+                self.consider(("default", fn, name), (), args, kwargs, depth)
+        reads, effects = scan(code)
+        for read in reads:
+            root = self._root(read, fn.__globals__, cells, locals_)
+            if root is not None:
+                self.where = f"{code.co_filename}:{read.line}"
+                self.consider(root, read.steps, args, kwargs, depth)
+        for effect in effects:
+            root = self._root(effect, fn.__globals__, cells, locals_)
+            if root is not None or effect.kind in ("global", "deref"):
+                self._side_effect(root, effect, f"{code.co_filename}:{effect.line}", args, kwargs)
+
+    @staticmethod
+    def _root(read: Any, globals_: dict, cells: dict, locals_: dict) -> tuple | None:
+        if read.kind == "global":
+            return ("global", globals_, read.name)
+        if read.kind == "deref":
+            return cells.get(read.name)
+        return locals_.get(read.name)
+
+    def _class_reads(self, bound: Any, self_name: str, code: types.CodeType, depth: int) -> None:
+        """`type(self).X`, `self.__class__.X` and `super().method(...)`: class attributes and the
+        base classes' methods of the names the code uses."""
+        if isinstance(bound, type):
+            return
+        cls = type(bound)
+        uses_super = "super" in code.co_names or "__class__" in code.co_freevars
+        for name in code.co_names:
+            raw = class_attribute(cls, name)
+            if raw is MISSING:
+                continue
+            if not isinstance(raw, (types.FunctionType, staticmethod, classmethod, property)) and \
+                    not hasattr(type(raw), "__get__") and not isinstance(raw, _UNGUARDED):
+                self.add(("const", bound, self_name), (("attr", "__class__"), ("attr", name)))
+            if uses_super:
+                for klass in cls.__mro__[1:]:
+                    method = klass.__dict__.get(name)
+                    if isinstance(method, types.FunctionType):
+                        self.function(types.MethodType(method, bound), depth=depth + 1)
+
+    def _side_effect(self, root: tuple | None, effect: Any, where: str, args: tuple, kwargs: dict) -> None:
+        """A store or mutating call through a chain that outlives the call (not a local object)."""
+        if root is not None:
+            target = evaluate(root, effect.steps, args, kwargs)
+            if isinstance(target, Tensor) or target is MISSING and effect.steps:
+                return  # tensor writes are traced; a chain into nothing is a local detail
+        self.note(f"effect {where} {effect.what}", (
+            f"`{effect.what}` at {where} is a Python side effect inside a compiled function: it runs while "
+            "tracing, and replays of the compiled plan skip it. Fix: move it out of the compiled function, "
+            "or return the value and act on it outside."))
 
     def consider(self, root: tuple, steps: tuple, args: tuple, kwargs: dict, depth: int) -> None:
         """Keep the chain (or the prefix of it that can be read safely) if its value may change."""
         from ..nn.module import Module  # noqa: PLC0415
 
-        value = _root_value(root, args, kwargs)
+        value = root_value(root, args, kwargs)
         for n, (kind, key) in enumerate(steps):
-            if value is _MISSING:
+            if value is MISSING:
                 break
             if root[0] == "arg" and _is_pytree_node(value):
                 return  # the argument's leaves are part of the cache key already
@@ -372,12 +246,24 @@ class _Analysis:
                 self.keep(root, steps[:n], value, depth)
                 if kind == "attr" and self._covered_by_module_key(value, key):
                     return
-            nxt = _item(value, key) if kind == "item" else _attr(value, key)
-            if nxt is _OPAQUE:
+            nxt = item(value, key) if kind == "item" else attr(value, key)
+            if nxt is OPAQUE:
+                if kind == "attr":
+                    self._opaque_attribute(value, key, chain_name(root, steps[:n + 1]))
                 steps = steps[:n]
                 break
             value = nxt
         self.keep(root, steps, value, depth)
+
+    def _opaque_attribute(self, obj: Any, name: str, spelled: str) -> None:
+        descriptor = _user_descriptor(obj, name)
+        if descriptor is None:
+            return
+        what = "a property" if isinstance(descriptor, property) else f"a {type(descriptor).__name__} descriptor"
+        self.note(f"read {self.where} {spelled}", (
+            f"`{spelled}` at {self.where} is {what} of {type(obj).__name__}: kiln does not run user code to "
+            "re-check it, so the value it gave while tracing is baked into the compiled plan and later changes "
+            f"will not be seen. {_FIX_READ}"))
 
     @staticmethod
     def _covered_by_module_key(module: Any, name: str) -> bool:
@@ -390,15 +276,29 @@ class _Analysis:
     def keep(self, root: tuple, steps: tuple, value: Any, depth: int) -> None:
         from ..nn.module import Module  # noqa: PLC0415
 
-        if root[0] == "arg" and not steps and not isinstance(value, Module) and not _is_jit(value):
+        if root[0] == "arg" and not steps and not isinstance(value, Module) and not is_compiled(value):
             return  # a plain argument is part of the cache key already
-        if value is _MISSING or isinstance(value, (_SCALARS, Tensor, np.ndarray)):
+        if callable(value) and not isinstance(value, (Module, type)) and not is_compiled(value):
+            if id(value) in _EFFECTFUL_BUILTINS:
+                self.note(f"effect {self.where} {_EFFECTFUL_BUILTINS[id(value)]}", (
+                    f"`{_EFFECTFUL_BUILTINS[id(value)]}` at {self.where} is a Python side effect inside a "
+                    "compiled function: it runs while tracing, and replays of the compiled plan skip it. Fix: "
+                    "move it out of the compiled function, or return the value and act on it outside."))
+                return
+            if _nondeterministic(value):
+                name = chain_name(root, steps)
+                self.note(f"call {self.where} {name}", (
+                    f"`{name}(...)` at {self.where} returns a different value on each call, but it runs only "
+                    "while tracing: the value it gave then is baked into the compiled plan. Fix: draw random "
+                    "numbers with kiln ops (kiln.rand, kiln.randn, dropout), or pass the value as an argument."))
+                return
+        if value is MISSING or isinstance(value, (_SCALARS, Tensor, np.ndarray)):
             self.add(root, steps)
         elif isinstance(value, Module):
             if id(value) not in self.covered or root[0] != "const":
                 self.add(root, steps)
             self.module(value, depth + 1)
-        elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or _is_jit(value):
+        elif isinstance(value, (types.FunctionType, types.MethodType, functools.partial)) or is_compiled(value):
             func = value.__func__ if isinstance(value, types.MethodType) else value
             if isinstance(func, types.FunctionType) and not _is_user_code(func.__code__):
                 return  # kiln's, the standard library's or a package's function: it does not change
@@ -406,12 +306,12 @@ class _Analysis:
             self.function(value, depth=depth + 1)
         elif isinstance(value, _UNGUARDED):
             return
-        else:  # containers and other objects: by content (small containers) or identity
+        else:  # containers and other objects: by content (within a budget) or identity
             self.add(root, steps)
-            if type(value) in (list, tuple, dict) and len(value) <= _CONTAINER_LIMIT:
-                for item in (value.values() if type(value) is dict else value):
-                    if isinstance(item, Module):
-                        self.module(item, depth + 1)
+            if type(value) in (list, tuple, dict):
+                for member in (value.values() if type(value) is dict else value):
+                    if isinstance(member, Module):
+                        self.module(member, depth + 1)
             elif callable(value):
                 self.function(value, depth=depth + 1)
 
@@ -448,6 +348,7 @@ class Guards:
         self._signatures: dict[tuple, int] = {}
         self._lock = threading.Lock()
         self._modules = ModuleState()
+        self.notes: dict[str, Note] = {}  # what the last analysis could not guard, and oversized values
 
     def refresh(self, args: tuple, kwargs: dict) -> bool:
         """Re-find the chains (values they lead through may have changed); True if they did."""
@@ -460,6 +361,8 @@ class Guards:
             self._signature_id = signature_id_of(self._signatures, signature)
             self._chains = tuple(analysis.chains.values())
             self._covered = covered
+            kept = {tag: note for tag, note in self.notes.items() if tag.startswith("too large")}
+            self.notes = {**kept, **analysis.notes}
         return changed
 
     def key(self, args: tuple, kwargs: dict) -> tuple | None:
@@ -471,14 +374,27 @@ class Guards:
             return None
         modules: list = []
         values = []
-        for root, steps in chains:
+        for root, steps, where in chains:
             try:
-                values.append(_guard_of(_evaluate(root, steps, args, kwargs), modules))
+                value = evaluate(root, steps, args, kwargs)
+                values.append(content_key(value, modules))
+            except TooLarge as exc:  # keyed by identity, and said once: its contents are not seen
+                values.append(("too large", ByIdentity(value)))
+                self._too_large(chain_name(root, steps), where, str(exc))
             except Exception as exc:  # noqa: BLE001 - a guard never breaks the call; it just misses
                 values.append(("error", type(exc).__name__))
         covered = self._covered
         modules = [m for m in modules if id(m) not in covered]
         return ("guards", self._signature_id, tuple(values), self._module_state(modules) if modules else ())
+
+    def _too_large(self, name: str, where: str, what: str) -> None:
+        tag = f"too large {name}"
+        if tag not in self.notes:
+            with self._lock:
+                self.notes[tag] = Note(tag, (
+                    f"`{name}` (read at {where}) is {what}, too large to guard by content: the compiled plan "
+                    "sees it being rebound but not changes to its contents, which it may have baked in. "
+                    f"{_FIX_READ}"))
 
     def describe(self, new: tuple, old: tuple) -> list:
         """Which guarded reads differ between two keys' statics (empty when not just the guards differ)."""
@@ -493,7 +409,7 @@ class Guards:
         chains = self._chains or ()
         reasons = []
         if len(chains) == len(a[2]) == len(b[2]):
-            for (root, steps), x, y in zip(chains, a[2], b[2]):
+            for (root, steps, _), x, y in zip(chains, a[2], b[2]):
                 if x != y:
                     name = chain_name(root, steps)
                     reasons.append(MissReason(f"`{name}` changed: {_show(y)} -> {_show(x)}", "guard", name,

@@ -46,11 +46,15 @@ class MissLog:
         self._warn_once = warn_once
 
     def note_miss(self, key: CacheKey, cached: list[CacheKey], max_entries: int,
-                  describe_guards: Callable[[tuple, tuple], list], arg_of_leaf: Callable[[int], int]) -> None:
-        """Record why `key` missed: compared with the closest cached key (or the last one)."""
+                  describe_guards: Callable[[tuple, tuple], list], arg_of_leaf: Callable[[int], int],
+                  stale: MissReason | None = None) -> None:
+        """Record why `key` missed: compared with the closest cached key (or the last one); `stale` is
+        the reason an entry cached under this very key could not serve the call."""
         reference = min(cached, key=lambda k: len(describe_difference(key, k))) if cached else self.last_key
-        if reference is None:
-            reasons: list = [MissReason("first call", "first call")]
+        if stale is not None:
+            reasons: list = [stale]
+        elif reference is None:
+            reasons = [MissReason("first call", "first call")]
         else:
             reasons = describe_difference(key, reference)
             for leaf, dim in changed_dims(key, reference):

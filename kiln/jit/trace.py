@@ -64,6 +64,7 @@ class Tracer:
         self.input_owners: dict[int, int] = {}  # id(memory owner) -> how many distinct inputs share it
         self.stale: set[int] = set()  # ids of traced tensors whose memory an in-place write changed
         self.shape_guards: list = []  # (expr, result) of comparisons on symbolic sizes (dynamic_dims)
+        self.concretized: list = []  # (outside tensor, version, value) turned into Python values
 
     # ---- activation ---------------------------------------------------------------
     def __enter__(self) -> "Tracer":
@@ -149,8 +150,10 @@ class Tracer:
         self.add_input(key, InputSpec("rng", (generator, count)))
 
     def on_concretize(self, t: Tensor, why: str) -> None:
-        if id(t) not in self.env:
-            return  # an outside tensor: its value is not traced
+        if id(t) not in self.env:  # an outside tensor: the plan bakes in its value, so it is guarded
+            if all(seen is not t for seen, _, _ in self.concretized):
+                self.concretized.append((t, t._version, t._data.copy()))
+            return
         where = user_location()
         fix = ("or compile with fullgraph=False to fall back to eager for this call signature."
                if self.fullgraph else "this call signature now runs eagerly.")
