@@ -19,6 +19,7 @@ import os
 import random
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -992,3 +993,42 @@ def test_the_table_is_large_and_covers_every_class() -> None:
     classes = {p.cls for p in PATTERNS}
     assert {"plain reads", "modules", "bound methods", "outside tensors", "unfollowed reads", "side effects",
             "random state"} <= classes
+
+
+_DOC_TREATMENT = {"guard": "guarded", "warn": "one-time warning", "eager": "falls back to eager"}
+
+
+def test_docs_table_lists_every_pattern_with_its_treatment() -> None:
+    """docs/guards.md is the user's copy of this table: every row, with the same treatment."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "guards.md").read_text()
+    rows = {line.split("|")[2].strip(): line.split("|")[3] for line in doc.splitlines()
+            if line.startswith("| ") and line.count("|") == 4}
+    for p in PATTERNS:
+        assert p.name in rows, f"docs/guards.md lacks the row {p.name!r}"
+        assert _DOC_TREATMENT[p.expect] in rows[p.name], (p.name, rows[p.name])
+
+
+def test_a_growing_container_warns_when_it_outgrows_content_keys(monkeypatch) -> None:
+    """A list guarded by content that keeps growing must not flip silently to 'frozen' when it
+    gets too large to key by content: kiln warns at that moment."""
+    from kiln.jit import read_values
+
+    monkeypatch.setattr(read_values, "CONTENT_LIMIT", 20)  # the same logic as at 256, in fewer steps
+    history: list = []
+
+    def f(x):
+        return x * len(history)
+
+    compiled = kiln.compile(f, backend="interpret", max_cache_entries=100)
+    x = x3()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for step in range(40):
+            history.append(step)
+            _close(compiled(x), f(x))  # up to the limit, each change retraces and equals eager
+            if _kiln_warnings(record):
+                break
+    messages = [m for m in _kiln_warnings(record) if "history" in m]
+    assert messages and "too large" in messages[0] and "Fix:" in messages[0]
+    assert len(history) == 21  # it was keyed by content (and retraced) until then
+    assert compiled.stats.misses == 21
