@@ -1,12 +1,20 @@
 """Running compiled plans: gather inputs, execute, write state back, hook into autograd.
 
 An inference entry runs one plan. A training entry runs the forward plan, keeps
-its residuals, and gives the outputs a single autograd node (`CompiledBackward`)
-whose VJP runs the backward plan; `loss.backward()` then fills ``.grad`` exactly
-as eager does, including through eager code around the compiled call.
+its residuals, and hooks the outputs into autograd through one node per call
+(`CompiledCallBackward`, whose VJP runs the backward plan once for all outputs);
+`loss.backward()` then fills ``.grad`` exactly as eager does, including through
+eager code around the compiled call.
+
+Each output's ``grad_fn`` is a `CompiledFunctionBackward` node, named as PyTorch names
+the grad_fn of ``torch.compile`` outputs; it routes that output's gradient into the
+call's node (kiln's engine gives every node one output, so the outputs of one call have
+distinct grad_fns that share one `call`; ``grad_fn.output_nr`` tells them apart, as
+``Tensor.output_nr`` does in PyTorch, where the outputs share one grad_fn).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -124,8 +132,10 @@ class _CompiledBackward(Primitive):
     def __init__(self) -> None:
         self.name = "compiled_call"
 
-    def vjp(self, bundle, inputs, node, *, entry, residuals):
-        return entry.backward(bundle, residuals)
+    def vjp(self, bundle, inputs, node, *, entry):
+        # the residuals live on the node's output (see TrainingEntry._attach), so that they are
+        # freed with the graph after a backward without retain_graph, as eager's saved tensors are
+        return entry.backward(bundle, node.output()._compiled_saved)
 
 
 class _NoDoubleBackward(Primitive):
@@ -150,6 +160,63 @@ _BACKWARD = _CompiledBackward()
 _NO_DOUBLE = _NoDoubleBackward()
 
 
+class CompiledFunctionBackward(Node):
+    """The ``grad_fn`` of each output of a compiled training call (PyTorch's name for it).
+
+    ``repr`` reads ``<CompiledFunctionBackward>`` and ``name()`` ``"CompiledFunctionBackward"``,
+    in the style of kiln's eager nodes (``<MulBackward>``). `output_nr` says which output of the
+    call this is; `call` is the node shared by all outputs of the call, whose inputs are the
+    tensors the call differentiates.
+    """
+
+    __slots__ = ()
+
+    def name(self) -> str:
+        return "CompiledFunctionBackward"
+
+    @property
+    def output_nr(self) -> int:
+        """The index of this output among the call's tensor outputs (as PyTorch's Tensor.output_nr)."""
+        return self.params["index"]
+
+    @property
+    def call(self) -> "CompiledCallBackward":
+        """The node that runs the call's backward plan (``edges[0]``)."""
+        return self.edges[0]
+
+
+class CompiledCallBackward(Node):
+    """The one node of a compiled call: gathers its outputs' gradients and runs the backward plan."""
+
+    __slots__ = ()
+
+    def name(self) -> str:
+        return "CompiledFunctionCallBackward"
+
+
+class CompiledFunctionBackwardBackward(Node):
+    """The ``grad_fn`` of gradients a compiled backward made under ``create_graph=True`` (PyTorch's name)."""
+
+    __slots__ = ()
+
+    def name(self) -> str:
+        return "CompiledFunctionBackwardBackward"
+
+
+def _owner(array: Any) -> Any:
+    """The array that owns `array`'s memory (NumPy points every view's ``base`` at it)."""
+    base = getattr(array, "base", None)
+    return base if base is not None else array
+
+
+def _raise_modified(t: Tensor, version: int, what: str) -> None:
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{t.dtype.name} tensor of shape {tuple(t.shape)}]{what} is at version {t._version}; "
+        f"expected version {version} instead (needed by a compiled call's backward). Fix: use the "
+        "out-of-place op, or .clone() the tensor before modifying it.")
+
+
 class TrainingEntry:
     """Cached forward and backward plans for a call that needs gradients."""
 
@@ -171,6 +238,7 @@ class TrainingEntry:
         self._out_shapes: list[tuple] = []
 
     def run(self, leaves: list, dims: dict | None) -> Any:
+        """Run the forward plan on this call's inputs; the outputs get the call's autograd node."""
         inputs = gather_inputs(self.graph.specs, leaves, dims=dims)
         outs, writes = self.forward_plan.run(inputs, dims)
         residuals = outs[self.n_outputs:]
@@ -184,7 +252,8 @@ class TrainingEntry:
             # no differentiable path (e.g. only floor_divide): the outputs still require grad, as in eager
             if not diff_inputs or any(t.requires_grad for t in diff_inputs):
                 saved = tuple((t, t._version, j) for t, j in saved)
-                self._attach(user, diff_inputs, (residuals, saved), dims)
+                kept = self._saved_outputs(residuals, user) if residuals else ()
+                self._attach(user, diff_inputs, (residuals, saved, kept), dims)
         return self.layout.build(user, leaves)
 
     def _saved_inputs(self, residuals: list, inputs: list, leaves: list) -> list:
@@ -193,15 +262,26 @@ class TrainingEntry:
         owners: dict[int, int] | None = None
         found = []
         for j, r in enumerate(residuals):
-            owner = r.base if getattr(r, "base", None) is not None else r
+            owner = _owner(r)
             if owners is None:
                 owners = {}
                 for i, a in enumerate(inputs):
-                    owners.setdefault(id(a.base if getattr(a, "base", None) is not None else a), i)
+                    owners.setdefault(id(_owner(a)), i)
             i = owners.get(id(owner))
             if i is not None and self.graph.specs[i].kind in ("arg", "param", "buffer", "captured"):
                 found.append((self._input_tensor(i, leaves), j))
         return found
+
+    def _saved_outputs(self, residuals: list, user: list[Tensor]) -> tuple:
+        """(weak ref, output index, version) of the outputs that share memory with a residual.
+
+        ``y = f(x)`` where the backward reads y itself (exp, tanh, sigmoid, ...): an in-place
+        update of y before backward would silently change the gradient, so it is checked, as
+        eager checks the output it saves. Outputs that *are* arguments are checked as inputs.
+        """
+        owners = {id(_owner(r)) for r in residuals}
+        return tuple((weakref.ref(t), i, t._version) for i, t in enumerate(user)
+                     if i not in self.layout.arg_alias and id(_owner(t._data)) in owners)
 
     def _copy_written(self, residuals: list, saved: list, leaves: list) -> list:
         """Residuals that alias an input this call writes back to keep the value the forward used."""
@@ -217,24 +297,32 @@ class TrainingEntry:
         return leaves[spec.ref] if spec.kind == "arg" else spec.ref
 
     def _attach(self, user: list[Tensor], diff_inputs: tuple, residuals: tuple, dims: dict | None) -> None:
+        """Give the outputs that require grad a `CompiledFunctionBackward` node each, all leading
+        into one `CompiledCallBackward` node over `diff_inputs`.
+
+        That node's output (`packed`, a 0-d placeholder) holds the residuals: only the outputs'
+        nodes reference it, through their inputs, which the engine drops after a backward
+        without retain_graph, so the residuals are freed then, not when the outputs die.
+        """
         packed = Tensor._wrap(np.zeros(()), self.device)
         packed.requires_grad = True
-        packed._node = Node(_BACKWARD, diff_inputs, {"entry": self, "residuals": (residuals, dims,
-                                                                                   [t.shape for t in user])}, packed)
+        packed._compiled_saved = (residuals, dims, [t.shape for t in user])
+        packed._node = CompiledCallBackward(_BACKWARD, diff_inputs, {"entry": self}, packed)
         for i, t in enumerate(user):
             if self.output_requires_grad[i]:
                 t.requires_grad = True
-                t._node = Node(_SELECT, (packed,), {"index": i}, t)
+                t._node = CompiledFunctionBackward(_SELECT, (packed,), {"index": i}, t)
 
     def backward(self, bundle: _GradBundle, residuals: tuple) -> tuple:
-        (arrays, saved), dims, shapes = residuals
+        """Run the backward plan on the outputs' cotangents (zeros for outputs that got none)."""
+        (arrays, saved, kept), dims, shapes = residuals
         for t, version, _ in saved:
             if t._version != version:
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: [{t.dtype.name} tensor of shape {tuple(t.shape)}] is at version {t._version}; "
-                    f"expected version {version} instead (needed by a compiled call's backward). Fix: use the "
-                    "out-of-place op, or .clone() the tensor before modifying it.")
+                _raise_modified(t, version, "")
+        for ref, i, version in kept:
+            t = ref()
+            if t is not None and t._version != version:
+                _raise_modified(t, version, f", which is output {i} of a compiled call,")
         cotangents = {}  # keyed by output index, as the backward graph's cotangent inputs are
         for i in self.cotangent_outputs:
             g = bundle.get(i)
@@ -249,7 +337,7 @@ class TrainingEntry:
             for t in out:
                 if t._data.dtype.kind == "f":
                     t.requires_grad = True
-                    t._node = Node(_NO_DOUBLE, (), {}, t)
+                    t._node = CompiledFunctionBackwardBackward(_NO_DOUBLE, (), {}, t)
         return out
 
 
