@@ -1,7 +1,10 @@
 """Elementwise primitives: unary math, binary arithmetic, comparisons, where and cast.
 
 Binary primitives take operands of one dtype (the frontend promotes and casts
-first) and broadcast NumPy-style. Each carries a C expression for the codegen.
+first) and broadcast NumPy-style. Each carries a C expression for the codegen
+(placeholders: kiln/jit/backends/cpu/codegen.py) that must give the kernel's bits on
+every input, NaN and signed zeros included, or have a measured ulp bound in
+tests/tolerances.py's C_EXPR_ULPS and stay out of fusion (tests/jit/test_c_expressions.py).
 """
 from __future__ import annotations
 
@@ -146,7 +149,8 @@ class Tanh(Unary):
 class Sigmoid(Unary):
     name = "sigmoid"
     saves_output = True
-    c_expr = "(1 / (1 + exp(-{0})))"
+    # the kernel's two branches, in the output's precision (expf for float32)
+    c_expr = "({0} >= 0 ? 1 / (1 + exp{f}(-fabs{f}({0}))) : exp{f}(-fabs{f}({0})) / (1 + exp{f}(-fabs{f}({0}))))"
 
     def kernel(self, xp, x):
         # exp(-|x|) never overflows; pick the stable branch per sign
@@ -193,7 +197,8 @@ def _erf_numpy(xp: Any, x: Any) -> Any:
             break
     series = 2.0 / math.sqrt(math.pi) * xp.exp(-x2) * total
     result = xp.where(a < 6.0, series, 1.0)
-    return (xp.sign(x64) * result).astype(x.dtype, copy=False)
+    signed = xp.where(x64 == 0, x64, xp.sign(x64) * result)  # erf(-0.0) is -0.0; NaN stays NaN
+    return signed.astype(x.dtype, copy=False)
 
 
 class Erf(Unary):
@@ -362,7 +367,7 @@ class Div(Binary):
 class Pow(Binary):
     name = "pow"
     saves_inputs = (0, 1)
-    c_expr = "pow({0}, {1})"
+    c_expr = "pow{f}({0}, {1})"  # powf for float32, as NumPy's loop calls it where it uses libm
 
     def kernel(self, xp, a, b):
         return xp.power(a, b)
@@ -424,7 +429,7 @@ class FloorDivide(Binary):
     """floor(a / b), Python's //; not differentiable (as PyTorch)."""
 
     name = "floor_divide"
-    c_expr = "floor((double){0} / (double){1})"
+    c_expr = "kiln_floor_divide{f}({0}, {1})"  # NumPy's fmod-based algorithm, in codegen.PRELUDE
 
     def kernel(self, xp, a, b):
         return xp.floor_divide(a, b)
