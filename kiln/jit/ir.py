@@ -15,6 +15,7 @@ import numpy as np
 
 from ..dtypes import DType
 from ..ops.primitive import Primitive
+from .symbolic import dim_text
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "bool"}
 _ids = itertools.count()
@@ -32,7 +33,7 @@ class Value:
         self.device = device
 
     def type_str(self) -> str:
-        dims = ",".join(str(d) for d in self.shape)
+        dims = ",".join(dim_text(d) for d in self.shape)  # B*2, not the traced size
         return f"{_SHORT.get(self.dtype.name, self.dtype.name)}[{dims}]"
 
     def __repr__(self) -> str:
@@ -241,7 +242,7 @@ def _format_params(params: dict) -> str:
 def _short(v: Any) -> str:
     if isinstance(v, tuple):
         return "(" + ",".join(_short(x) for x in v) + ("," if len(v) == 1 else "") + ")"
-    return str(v)
+    return dim_text(v)
 
 
 def param_key(params: dict) -> tuple:

@@ -4,11 +4,31 @@ While tracing with ``dynamic_dims={0: {0: "B"}}``, ``x.shape[0]`` is a `SymInt`:
 behaves as the concrete size seen at trace time, but arithmetic on it builds an
 expression (``B*2``, ``B*T//4``) that a compiled plan re-evaluates for each call's
 sizes. Static op params holding such values are resolved with `resolve`.
+
+Turning a symbolic size into a plain Python value while tracing *specializes* the
+plan: ``int(B)``, ``float(B)``, ``round``/``math.floor``/``math.ceil``/``math.trunc``,
+float math such as ``math.sqrt(B)``, NumPy conversions (``np.prod(x.shape)``,
+``np.asarray(B)``, ``np.int64(B)``), text (``str(B)``, ``repr(B)``, f-strings,
+``format``, ``'%s' % B``) and the int operators that have no symbolic form (``**``,
+``<<``, ``&``, ``abs``...). The size is pinned by a shape guard ``B == <traced size>``,
+so a call at another size retraces instead of reusing the plan, and the active tracer
+warns once per source line (`Tracer.specialize`). While tracing, text made by user code
+is eager's digits ("32"); kiln's own text (graph dumps, messages) and any text made
+outside a trace is the expression ("B", "2*B"; `dim_text` asks for it explicitly). kiln's
+own code reads a traced size without specializing through `concrete`.
+Conversions that CPython or NumPy make without calling any method of the int cannot be
+seen: `UNCAUGHT_CONVERSIONS` lists them.
 """
 from __future__ import annotations
 
+import math
 import operator
-from typing import Any, Callable
+import os
+import sys
+import sysconfig
+from typing import Any, Callable, Mapping
+
+import numpy as np
 
 from ..ops.primitive import trace_state
 
@@ -18,6 +38,18 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
     ">=": operator.ge,
 }
+
+UNCAUGHT_CONVERSIONS = (
+    "range(B)", "np.zeros(B), np.ones, np.empty, np.full, np.eye, np.arange(B), np.linspace(0, 1, B)",
+    "array.reshape(B, -1) on a NumPy array", "math.log(B), math.log2, math.log10, math.isqrt, math.comb, math.factorial",
+    "operator.index(B)", "'%d' % B, '%x' % B, bin(B), hex(B)", "seq[B], seq[:B], [0] * B, 'a' * B, bytes(B)",
+    "json.dumps(B)", "fractions.Fraction(B), decimal.Decimal(B)", "random.randrange(B)",
+    "math.sqrt(B / 2) and other math-module functions of a SymFloat",
+)
+"""Conversions of a symbolic size (B) into a plain value that happen in C without calling any
+method of the int (CPython and NumPy read an int subclass's value directly), so tracing cannot
+see them: the value seen at trace time is baked in silently. Checked empirically on CPython 3.11
+and NumPy 2 (tests/jit/test_symbolic_specialization.py)."""
 
 
 class Expr:
@@ -50,6 +82,19 @@ class Expr:
     __repr__ = __str__
 
 
+def symbols(x: Any) -> list[str]:
+    """The dim names an expression (or a SymInt/SymFloat) depends on, in order of appearance."""
+    x = _expr_of(x)
+    if not isinstance(x, Expr):
+        return []
+    if x.op == "sym":
+        return [x.args[0]]
+    names: list[str] = []
+    for a in x.args:
+        names += [n for n in symbols(a) if n not in names]
+    return names
+
+
 def _eval(x: Any, env: dict[str, int]) -> Any:
     return x.evaluate(env) if isinstance(x, Expr) else x
 
@@ -69,7 +114,9 @@ def _binop(op: str, reflected: bool = False) -> Callable:
     fn = _OPS[op]
 
     def method(self: Any, other: Any) -> Any:
-        if not isinstance(other, (int, float)) or isinstance(other, bool):
+        if isinstance(other, bool):  # True is 1 (eager: 32 + True == 33), and must not fall to int's op
+            other = int(other)
+        if not isinstance(other, (int, float)):
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
         value = fn(_plain(a), _plain(b))
@@ -186,24 +233,177 @@ def unique_guards(guards: list) -> tuple:
 
 
 def _plain(x: Any) -> Any:
-    """The concrete number behind a symbolic one (plain numbers pass through)."""
+    """The concrete number behind a symbolic one (plain numbers pass through); never specializes."""
     if isinstance(x, SymInt):
-        return int(x)
+        return int.__int__(x)
     if isinstance(x, SymFloat):
-        return float(x)
+        return float.__float__(x)
     return x
+
+
+def concrete(x: Any) -> Any:
+    """The size traced for x, as a plain int/float, WITHOUT specializing the plan.
+
+    For kiln's own bookkeeping (consistency checks, sizes of arrays computed at trace time):
+    the caller promises the value is not baked into the plan. Anything else should convert
+    with int()/float(), which pins the size with a shape guard.
+    """
+    return _plain(x)
+
+
+def dim_text(d: Any) -> str:
+    """A dim or param as graph text: the expression of a symbolic one (``B*2``), else str(d)."""
+    expr = getattr(d, "expr", None)
+    return str(expr) if isinstance(expr, Expr) else str(d)
+
+
+# ---- specialization: a symbolic size turned into a plain Python value ------------------
+def _stdlib_dirs() -> tuple[str, ...]:
+    """The standard library's folders (string.Formatter, logging... convert for user code)."""
+    paths = sysconfig.get_paths()
+    return tuple(os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if paths.get(k))
+
+
+_KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIBRARY_DIRS = _stdlib_dirs()
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
+_FRAME_KIND: dict[str, str] = {}  # co_filename -> "kiln", "library" or "user"
+
+
+def _frame_kind(filename: str) -> str:
+    """"kiln", "library" (NumPy, the standard library) or "user" for a frame's co_filename."""
+    kind = _FRAME_KIND.get(filename)
+    if kind is None:
+        path = os.path.abspath(filename)
+        third_party = "site-packages" in path or "dist-packages" in path
+        if path.startswith(_KILN_DIR):
+            kind = "kiln"
+        elif filename.startswith("<frozen") or (path.startswith(_LIBRARY_DIRS) and not third_party) \
+                or (_NUMPY_DIR and path.startswith(_NUMPY_DIR)):
+            kind = "library"
+        else:
+            kind = "user"
+        _FRAME_KIND[filename] = kind
+    return kind
+
+
+def converted_by_kiln(depth: int = 2) -> bool:
+    """Whether the code converting a size `depth` frames above our caller is kiln's own
+    (library frames such as NumPy's and the standard library's are looked through)."""
+    frame: Any = sys._getframe(depth)
+    while frame is not None:
+        kind = _frame_kind(frame.f_code.co_filename)
+        if kind != "library":
+            return kind == "kiln"
+        frame = frame.f_back
+    return False
+
+
+def conversion_site(depth: int = 1) -> tuple[str, int, str] | None:
+    """(file, line, via) of the user code behind a conversion `depth` frames above our caller,
+    or None when the conversion happens inside a primitive's kernel.
+
+    Kiln, NumPy and standard-library frames are looked through; `via` names the outermost
+    kiln function on the way (" inside kiln's `tensor()`") when kiln did the converting. A
+    kernel computes the values of this trace only (its params stay symbolic in the graph and
+    are resolved per call), so what it converts is not baked into the plan.
+    """
+    frame: Any = sys._getframe(depth + 1)
+    via = ""
+    while frame is not None:
+        kind = _frame_kind(frame.f_code.co_filename)
+        if kind == "user":
+            return frame.f_code.co_filename, frame.f_lineno, via
+        if kind == "kiln":
+            if frame.f_code.co_name == "kernel":
+                return None
+            via = f" inside kiln's `{frame.f_code.co_name}()`"
+        frame = frame.f_back
+    return "<unknown>", 0, via
+
+
+def _specialize(values: tuple, how: str) -> None:
+    """Report to the active tracer that symbolic `values` became plain Python values by `how`
+    (a template naming each value as {0}, {1}). Called directly by the conversion dunders."""
+    hook = getattr(trace_state.tracer, "specialize", None)
+    if hook is None:
+        return
+    site = conversion_site(2)  # the code that called the dunder that called us
+    if site is None:
+        return
+    why = how.format(*[dim_text(v) for v in values])
+    for x in values:
+        if isinstance(x, (SymInt, SymFloat)):
+            hook(x, why, site)
+
+
+def _converter(how: str, convert: Callable[..., Any]) -> Callable:
+    """A conversion dunder: specializes (see `Tracer.specialize`), then converts the plain value."""
+    def method(self: Any, *args: Any) -> Any:
+        _specialize((self,), how)
+        return convert(_plain(self), *args)
+
+    return method
+
+
+def _text(how: str, convert: Callable[..., str]) -> Callable:
+    """str/repr/format: while tracing, user code gets eager's text of the number ("32") and the
+    plan is specialized; kiln's own messages and graph dumps, and any code outside a trace
+    (inspecting a graph's shapes), get the expression ("B") and change nothing."""
+    def method(self: Any, *args: Any) -> str:
+        if getattr(trace_state.tracer, "specialize", None) is None or converted_by_kiln():
+            return str(self.expr) if not args or not args[0] else convert(_plain(self), *args)
+        _specialize((self,), how)
+        return convert(_plain(self), *args)
+
+    return method
+
+
+def _specializing_op(symbol: str, reflected: bool = False) -> Callable:
+    """An int/float operator with no symbolic form: the plain result, with every symbolic
+    operand specialized (so the result is exact for the sizes the plan is guarded to)."""
+    fn = {"**": pow, "<<": operator.lshift, ">>": operator.rshift, "&": operator.and_, "|": operator.or_,
+          "^": operator.xor}[symbol]
+
+    def method(self: Any, other: Any, *mod: Any) -> Any:
+        if isinstance(other, bool) or not isinstance(other, (int, float)):
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        _specialize((a, b), f"`{{0}} {symbol} {{1}}`")
+        return fn(_plain(a), _plain(b), *mod)
+
+    return method
+
+
+def _unary(name: str, fn: Callable[[Any], Any]) -> Callable:
+    def method(self: Any) -> Any:
+        _specialize((self,), f"`{name}({{0}})`")
+        return fn(_plain(self))
+
+    return method
+
+
+def _divmod(reflected: bool = False) -> Callable:
+    """divmod stays symbolic: (a // b, a % b)."""
+    def method(self: Any, other: Any) -> Any:
+        if isinstance(other, bool) or not isinstance(other, (int, float)):
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        return a // b, a % b
+
+    return method
 
 
 class _SymbolicNumber:
     """Operators shared by SymInt and SymFloat: arithmetic builds expressions, comparisons
-    answer with the concrete values (recording shape guards while tracing)."""
+    answer with the concrete values (recording shape guards while tracing), and conversions
+    to plain Python values specialize the plan (see the module docstring)."""
 
     expr: Expr
 
-    def __repr__(self) -> str:
-        return str(self.expr)
-
-    __str__ = __repr__
+    __repr__ = _text("`repr({0})` (printing or formatting a shape tuple calls it)", repr)
+    __str__ = _text("`str({0})` (print, '%s')", str)
+    __format__ = _text("formatting `{0}` (an f-string or format())", format)
     __add__ = _binop("+")
     __radd__ = _binop("+", True)
     __sub__ = _binop("-")
@@ -212,6 +412,14 @@ class _SymbolicNumber:
     __rmul__ = _binop("*", True)
     __truediv__ = _binop("/")
     __rtruediv__ = _binop("/", True)
+    __floordiv__ = _binop("//")
+    __rfloordiv__ = _binop("//", True)
+    __mod__ = _binop("%")
+    __rmod__ = _binop("%", True)
+    __divmod__ = _divmod()
+    __rdivmod__ = _divmod(True)
+    __pow__ = _specializing_op("**")
+    __rpow__ = _specializing_op("**", True)
     __eq__ = _compare("==")
     __ne__ = _compare("!=")
     __lt__ = _compare("<")
@@ -219,6 +427,16 @@ class _SymbolicNumber:
     __gt__ = _compare(">")
     __ge__ = _compare(">=")
     __bool__ = _truth
+    __abs__ = _unary("abs", abs)
+    __int__ = _converter("`int({0})` (NumPy's np.asarray, np.prod, np.int64 call it too)", int)
+    __float__ = _converter("`float({0})` (math.sqrt, math.exp and other float math call it too)", float)
+    __round__ = _converter("`round({0})`", round)
+    __trunc__ = _converter("`math.trunc({0})`", math.trunc)
+    __floor__ = _converter("`math.floor({0})`", math.floor)
+    __ceil__ = _converter("`math.ceil({0})`", math.ceil)
+
+    def __pos__(self) -> Any:
+        return self
 
 
 class SymInt(_SymbolicNumber, int):
@@ -229,12 +447,21 @@ class SymInt(_SymbolicNumber, int):
         obj.expr = expr
         return obj
 
-    __floordiv__ = _binop("//")
-    __rfloordiv__ = _binop("//", True)
-    __mod__ = _binop("%")
+    __index__ = _converter("`{0}.__index__()`", int)
+    __lshift__ = _specializing_op("<<")
+    __rlshift__ = _specializing_op("<<", True)
+    __rshift__ = _specializing_op(">>")
+    __rrshift__ = _specializing_op(">>", True)
+    __and__ = _specializing_op("&")
+    __rand__ = _specializing_op("&", True)
+    __or__ = _specializing_op("|")
+    __ror__ = _specializing_op("|", True)
+    __xor__ = _specializing_op("^")
+    __rxor__ = _specializing_op("^", True)
+    __invert__ = _unary("~", operator.invert)
 
     def __neg__(self) -> "SymInt":
-        return SymInt(-int(self), Expr("neg", self.expr))
+        return SymInt(-_plain(self), Expr("neg", self.expr))
 
     def __hash__(self) -> int:
         return int.__hash__(self)
@@ -247,6 +474,9 @@ class SymFloat(_SymbolicNumber, float):
         obj = float.__new__(cls, value)
         obj.expr = expr
         return obj
+
+    def __neg__(self) -> "SymFloat":
+        return SymFloat(-_plain(self), Expr("neg", self.expr))
 
     def __hash__(self) -> int:
         return float.__hash__(self)
@@ -276,3 +506,24 @@ def resolve(x: Any, env: dict[str, int]) -> Any:
     if isinstance(x, dict):
         return {k: resolve(v, env) for k, v in x.items()}
     return x
+
+
+def resolve_leaf(x: Any, env: Mapping[str, int] | None) -> Any:
+    """One output leaf for this call: a SymInt/SymFloat becomes the plain int/float it stands
+    for at this call's sizes `env` (its traced value when env is None); others are unchanged."""
+    if isinstance(x, SymInt):
+        return int(x.expr.evaluate(env)) if env is not None else _plain(x)
+    if isinstance(x, SymFloat):
+        return float(x.expr.evaluate(env)) if env is not None else _plain(x)
+    return x
+
+
+def resolve_output_statics(statics: Mapping[int, Any], env: Mapping[str, int] | None) -> dict[int, Any]:
+    """The non-tensor output leaves of a plan (leaf position -> value) for one call.
+
+    A function returning a size (``return y, x.shape[0]``) returns that call's size, as eager
+    does: each symbolic leaf is evaluated for `env` (the call's dynamic_dims sizes by name),
+    and comes back as a plain int/float (eager returns an int, never a SymInt). With env None
+    (the traced call itself, or no dynamic dims) a symbolic leaf gives its traced value.
+    """
+    return {pos: resolve_leaf(value, env) for pos, value in statics.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from typing import Any
 
 
@@ -17,9 +18,13 @@ from ..ops.primitive import REGISTRY, AbstractValue, Primitive, trace_state
 from ..tensor import Tensor
 from .ir import Graph, InputSpec, Node, StateWrite, Value
 from ..tensor import Literal
-from .symbolic import Expr, SymInt, is_symbolic
+from .symbolic import Expr, SymInt, concrete, is_symbolic, symbols
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# (file, line, size expression) already warned about by Tracer.specialize: once per process.
+_SPECIALIZED_SITES: set[tuple[str, int, str]] = set()
 
 
 class GraphBreakError(RuntimeError):
@@ -133,21 +138,103 @@ class Tracer:
             self.views.setdefault(id(out._base), []).append(out)
 
     def _out_shape(self, prim: Primitive, vals: list[Value], params: dict, out: Tensor) -> tuple:
-        concrete = tuple(out._data.shape)
+        traced = tuple(out._data.shape)
         if not self.symbolic:
-            return concrete
+            return traced
         try:
             aval = prim.abstract(*[AbstractValue(v.shape, v.dtype) for v in vals], **params)
         except Exception:  # noqa: BLE001 - fall back to the concrete shape
-            return concrete
+            return traced
         shape = tuple(aval.shape)
-        if len(shape) != len(concrete) or any(int(a) != b for a, b in zip(shape, concrete)):
-            return concrete
+        if len(shape) != len(traced) or any(concrete(a) != b for a, b in zip(shape, traced)):
+            return traced
         return shape
 
     def on_rng_key(self, key: Tensor, generator: Any, count: int) -> None:
-        """A random op's [seed, offset] key: an input drawn afresh from `generator` on each call."""
+        """A random op's [seed, offset] key: an input drawn afresh from `generator` on each call.
+
+        A generator created inside the traced function is a graph break: eager makes a fresh
+        one (so the same numbers) on every call, a plan would keep drawing from this one.
+        """
+        created = self._local_generators().get(id(generator))
+        if created is not None:
+            self._break(f"random state: a random op at {user_location()} draws from a kiln.Generator created "
+                        f"inside the compiled function (at {created[1]}). Eager code creates a fresh generator, "
+                        "and so draws the same numbers, on every call; a compiled plan would keep drawing new "
+                        "numbers from the generator made while tracing. Fix: create (and seed) the generator "
+                        "outside the compiled function and pass it in as an argument or close over it; "
+                        + self._eager_fallback())
         self.add_input(key, InputSpec("rng", (generator, count)))
+
+    def on_new_generator(self, generator: Any) -> None:
+        """A kiln.Generator created while tracing: remembered (with where) until a random op uses it."""
+        self._local_generators()[id(generator)] = (generator, user_location())
+
+    def on_rng_state(self, call: str, generator: Any) -> None:
+        """`call` changes or reads a generator's state (kiln.manual_seed, set_rng_state, ...): a
+        graph break, since eager code does it on every call and a compiled plan would not. The
+        state of a generator created inside the function is its own business (only drawing from
+        it breaks, see `on_rng_key`)."""
+        if id(generator) in self._local_generators():
+            return
+        reads = call.startswith("reading") or "get_" in call or "initial_seed" in call
+        effect = ("returns the state of that moment, while a compiled plan would keep the value seen "
+                  "while tracing" if reads else "changes the random stream, while a compiled plan would "
+                  "skip it (it only replays the random ops, each call drawing the next numbers)")
+        fix = ("read the state outside the compiled function" if reads else
+               "seed or set the state outside the compiled function (kiln.manual_seed(s) before calling it), "
+               "or create a kiln.Generator outside, seed it there and pass it in (generator=)")
+        self._break(f"random state: `{call}` at {user_location()} inside a compiled function. Eager code runs it "
+                    f"on every call and {effect}. Fix: {fix}; " + self._eager_fallback())
+
+    def _local_generators(self) -> dict[int, tuple[Any, str]]:
+        """id -> (generator, where it was created) for the generators created while tracing."""
+        return self.__dict__.setdefault("_generators_made_here", {})
+
+    def _eager_fallback(self) -> str:
+        return ("or compile with fullgraph=False to fall back to eager for this call signature."
+                if self.fullgraph else "this call signature now runs eagerly.")
+
+    def specialize(self, sym: Any, why: str, site: tuple[str, int, str]) -> None:
+        """A symbolic size became a plain Python value (``int(B)``, ``f"{B}"``, ``np.prod(x.shape)``,
+        see kiln.jit.symbolic): pin it with a shape guard ``B == <traced size>`` and warn once.
+
+        The plan stays valid for the traced size only; a call at another size fails the guard and
+        retraces, so results always equal eager. The RuntimeWarning names the conversion, the
+        user's file:line (`site`, from symbolic.conversion_site) and the fix, once per source line
+        and size expression for the whole process (`_SPECIALIZED_SITES`): not once per call or
+        retrace, and one line converting B three ways warns once, naming the first conversion.
+        Under fullgraph=True this is not a graph break: the graph is still whole, only pinned to
+        one size, so it specializes and warns the same way.
+        """
+        value = concrete(sym)
+        self.shape_guards.append((Expr("==", sym.expr, value), True))
+        filename, lineno, via = site
+        expr = str(sym.expr)
+        key = (filename, lineno, expr)
+        if key in _SPECIALIZED_SITES:
+            return
+        _SPECIALIZED_SITES.add(key)
+        sizes = self._symbol_sizes()
+        pinned = ", ".join(f"{name} == {sizes[name]}" for name in symbols(sym) if name in sizes and name != expr)
+        pinned = f" ({pinned})" if pinned else ""
+        message = (f"dynamic_dims: the symbolic size {expr} (= {value} in this trace) became a plain Python "
+                   f"value through {why} at {filename}:{lineno}{via}. The compiled plan is specialized to "
+                   f"{expr} == {value}{pinned}: it is reused only at that size, and each call at another "
+                   "size retraces (it does not see the new size). Fix: keep the size symbolic: compute with "
+                   "x.shape arithmetic and tensor ops (kiln.arange(x.shape[0]), x.sum() / x.shape[0], "
+                   "x.reshape(x.shape[0], -1)) instead of Python or NumPy numbers and strings, or drop this "
+                   "dim from dynamic_dims if its size never changes.")
+        warnings.warn_explicit(message, RuntimeWarning, filename, lineno)
+
+    def _symbol_sizes(self) -> dict[str, int]:
+        """Each dynamic_dims name's size in this trace, read from the inputs' symbolic shapes."""
+        sizes: dict[str, int] = {}
+        for value in self.graph.inputs:
+            for d in value.shape:
+                if isinstance(d, SymInt) and d.expr.op == "sym":
+                    sizes.setdefault(d.expr.args[0], concrete(d))
+        return sizes
 
     def on_concretize(self, t: Tensor, why: str) -> None:
         if id(t) not in self.env:  # an outside tensor: the plan bakes in its value, so it is guarded

@@ -7,6 +7,7 @@ Indexing uses a hashable static `spec`, one entry per index item:
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -160,7 +161,8 @@ class Index(Primitive):
         except IndexError as exc:  # stays an IndexError, as in PyTorch and NumPy
             raise IndexError(f"index: {exc} (tensor of shape {tuple(x.shape)})") from None
         symbolic = symbolic_index_shape(tuple(x.shape), [tuple(i.shape) for i in idx], spec)
-        if symbolic is not None and len(symbolic) == len(shape) and all(int(a) == b for a, b in zip(symbolic, shape)):
+        # operator.index reads a SymInt's traced size; int() would specialize it (kiln.jit.symbolic)
+        if symbolic is not None and len(symbolic) == len(shape) and all(operator.index(a) == b for a, b in zip(symbolic, shape)):
             shape = symbolic  # same sizes, but dims computed from symbolic sizes stay symbolic
         return AbstractValue(shape, x.dtype)
 
