@@ -25,7 +25,7 @@ from ..ops.primitive import Primitive
 from ..tensor import Tensor
 from .ir import Graph, InputSpec
 from .pytree import TreeDef, unflatten
-from .symbolic import resolve
+from .symbolic import resolve, resolve_output_statics
 
 
 def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] | None = None,
@@ -71,11 +71,11 @@ class OutputLayout:
         self.arg_alias = arg_alias  # graph output index -> input leaf index (output *is* an input)
         self.single = treedef.kind == "leaf" and len(tensor_slots) == 1
 
-    def build(self, tensors: list[Tensor], leaves: list) -> Any:
+    def build(self, tensors: list[Tensor], leaves: list, dims: dict | None = None) -> Any:
         if self.single:  # the function returned one tensor
             return tensors[0] if not self.arg_alias else leaves[self.arg_alias[0]]
         out: list[Any] = [None] * self.treedef.num_leaves
-        for pos, value in self.statics.items():
+        for pos, value in resolve_output_statics(self.statics, dims).items():  # a returned size is this call's
             out[pos] = value
         for k, (pos, t) in enumerate(zip(self.tensor_slots, tensors)):
             alias = self.arg_alias.get(k)
@@ -103,7 +103,7 @@ class InferenceEntry:
     def run(self, leaves: list, dims: dict | None) -> Any:
         outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
         write_state(self.graph, writes, leaves)
-        return self.layout.build([_wrap(o, self.device) for o in outs], leaves)
+        return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
 
 
 class _GradBundle(dict):
@@ -254,7 +254,7 @@ class TrainingEntry:
                 saved = tuple((t, t._version, j) for t, j in saved)
                 kept = self._saved_outputs(residuals, user) if residuals else ()
                 self._attach(user, diff_inputs, (residuals, saved, kept), dims)
-        return self.layout.build(user, leaves)
+        return self.layout.build(user, leaves, dims)
 
     def _saved_inputs(self, residuals: list, inputs: list, leaves: list) -> list:
         """(input tensor, residual index) for residuals that share an input's memory (the input itself or

@@ -32,8 +32,8 @@ from .keys import KeyBuilder, arg_of_leaf, validate_dynamic_dims
 from .misslog import MissLog, MissReason, warn_once
 from .module_state import ModuleState
 from .passes import PassLog
-from .pytree import flatten
-from .symbolic import guards_hold
+from .pytree import flatten, unflatten
+from .symbolic import guards_hold, is_symbolic, resolve_leaf
 from .trace import GraphBreakError, Trace, Tracer, trace
 
 _STATIC_OUTPUTS = (Tensor, int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, type,
@@ -203,6 +203,8 @@ class JITFunction:
             self._log.trim()
             self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
             self._log.last_key = key
+            if is_symbolic(traced.out_leaves):  # a returned size: a plain int, as eager returns
+                return unflatten(traced.out_treedef, [resolve_leaf(x, None) for x in traced.out_leaves])
             return traced.result
 
     def _entry_for(self, key: CacheKey, traced: Trace) -> Any:

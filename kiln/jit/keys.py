@@ -15,6 +15,7 @@ import numpy as np
 from .. import autograd
 from ..tensor import Tensor
 from .cache import CacheKey
+from .dynamic_dims import check_tensor_dims
 from .guards import ByIdentity
 from .module_state import scalar_key
 from .pytree import flatten
@@ -76,12 +77,15 @@ class KeyBuilder:
         owners: dict[int, int] = {}  # id(memory owner) -> first leaf whose memory it holds
         dims: dict[str, int] | None = {} if dyn_leaves else None
         normalized: DynamicDims = {}
+        sizes: dict[str, tuple[int, str]] = {}  # name -> (size, where) in this call
         for i, x in enumerate(leaves):
             if isinstance(x, Tensor):
                 shape = x._data.shape
                 dyn = dyn_leaves.get(i)
                 if dyn:
-                    dyn = normalized[i] = self._checked_dims(args, i, shape, dyn, dims)  # type: ignore[arg-type]
+                    dyn = normalized[i] = check_tensor_dims(dyn, shape, sizes, f"argument {arg_of_leaf(args, i)}")
+                    for d, name in dyn.items():
+                        dims[name] = shape[d]  # type: ignore[index]
                     shape = tuple(dyn[d] if d in dyn and dynamic_key_dim(s) else s for d, s in enumerate(shape))
                 tensors.append((i, shape, x._data.dtype.str, str(x._device), x.requires_grad))
                 owner = x._base if x._base is not None else x  # views of one tensor share memory
@@ -93,28 +97,6 @@ class KeyBuilder:
         key = CacheKey(treedef, tuple(statics), tuple(tensors), tuple(aliasing),
                        autograd._state.enabled, module, self.backend)
         return key, dims, normalized
-
-    def _checked_dims(self, args: tuple, leaf: int, shape: tuple, dyn: dict[int, str],
-                      dims: dict[str, int]) -> dict[int, str]:
-        """The dims named for one tensor, negative ones counted from the end; sizes recorded in `dims`.
-
-        A dim out of range, or one name given to dims of different sizes, is a ValueError.
-        """
-        arg = arg_of_leaf(args, leaf)
-        normalized = {}
-        for d, name in dyn.items():
-            if not -len(shape) <= d < len(shape):
-                raise ValueError(f"dynamic_dims names dim {d} of argument {arg}, which has shape {tuple(shape)}: "
-                                 f"valid dims are {-len(shape)}..{len(shape) - 1}")
-            d %= len(shape)
-            size = shape[d]
-            if name in dims and dims[name] != size:
-                raise ValueError(f"dynamic_dims uses the name {name!r} for dims of different sizes in one call "
-                                 f"({dims[name]} and {size}, the latter dim {d} of argument {arg}); one name "
-                                 "stands for one size. Fix: give the dims different names.")
-            dims[name] = size
-            normalized[d] = name
-        return normalized
 
     def dynamic_leaves(self, args: tuple, kwargs: dict) -> DynamicDims:
         """Leaf index -> {dim: name} for the tensors dynamic_dims names (positionally or by keyword)."""

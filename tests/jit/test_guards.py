@@ -49,14 +49,15 @@ class Pattern:
     expect: str  # "guard", "warn" or "eager"
     build: Callable[[], Case]
     match: str = ""  # a piece of the warning text (the read, as spelled in the source)
+    options: dict = dataclasses.field(default_factory=dict)  # kiln.compile options (dynamic_dims)
 
 
 PATTERNS: list[Pattern] = []
 
 
-def pattern(name: str, cls: str, expect: str, match: str = "") -> Callable:
+def pattern(name: str, cls: str, expect: str, match: str = "", **options: Any) -> Callable:
     def register(build: Callable[[], Case]) -> Callable[[], Case]:
-        PATTERNS.append(Pattern(name, cls, expect, build, match))
+        PATTERNS.append(Pattern(name, cls, expect, build, match, options))
         return build
     return register
 
@@ -901,6 +902,52 @@ def _():
     return Case(f, (x3(),))
 
 
+# ---- class 4: dynamic_dims sizes turned into Python numbers ---------------------------------------
+def _batch_case(f: Callable) -> Case:
+    case = Case(f, (kiln.randn(4, 3),))
+    case.mutate = lambda: setattr(case, "args", (kiln.randn(6, 3),))
+    return case
+
+
+_B = {"dynamic_dims": {0: {0: "B"}}}
+
+
+@pattern("int(B) of a dynamic size", "dynamic sizes", "specialize", match="int(", **_B)
+def _():
+    return _batch_case(lambda x: x * int(x.shape[0]))
+
+
+@pattern("math.sqrt(B)", "dynamic sizes", "specialize", match="float(", **_B)
+def _():
+    import math
+    return _batch_case(lambda x: x / math.sqrt(x.shape[0]))
+
+
+@pattern("f-string of B", "dynamic sizes", "specialize", match="format", **_B)
+def _():
+    return _batch_case(lambda x: x * len(f"{x.shape[0]}"))
+
+
+@pattern("np.prod(x.shape)", "dynamic sizes", "specialize", match="int(", **_B)
+def _():
+    return _batch_case(lambda x: x / float(np.prod(x.shape)))
+
+
+@pattern("len(x)", "dynamic sizes", "specialize", match="int(", **_B)
+def _():
+    return _batch_case(lambda x: x.sum(0) / len(x))
+
+
+@pattern("a returned size is the call's size", "dynamic sizes", "guard", **_B)
+def _():
+    return _batch_case(lambda x: (x * 2, x.shape[0]))
+
+
+@pattern("symbolic arithmetic on B stays symbolic", "dynamic sizes", "guard", **_B)
+def _():
+    return _batch_case(lambda x: x.reshape(x.shape[0] * 3) / (x.shape[0] * 3))
+
+
 # ---- tests --------------------------------------------------------------------------------------
 def _close(a: Any, b: Any) -> None:
     if isinstance(a, kiln.Tensor):
@@ -913,7 +960,7 @@ def _close(a: Any, b: Any) -> None:
 
 
 def _kiln_warnings(record: list) -> list[str]:
-    return [str(w.message) for w in record if "kiln.compile" in str(w.message)]
+    return [str(w.message) for w in record if "kiln.compile" in str(w.message) or "dynamic_dims" in str(w.message)]
 
 
 def _run_pair(compiled: Any, case: Case, eager: Callable, rng_state: tuple | None) -> None:
@@ -950,11 +997,14 @@ def _generators(case: Case) -> list:
 @pytest.mark.parametrize("backend", BACKEND_NAMES)
 @pytest.mark.parametrize("p", PATTERNS, ids=[p.name for p in PATTERNS])
 def test_pattern_guards_or_warns(p: Pattern, backend: str) -> None:
+    from kiln.jit import trace as trace_module
+
+    trace_module._SPECIALIZED_SITES.clear()  # specialization warnings are once per process and site
     case = p.build()
     eager = case.eager or case.target
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        compiled = kiln.compile(case.target, backend=backend)
+        compiled = kiln.compile(case.target, backend=backend, **p.options)
         kiln.manual_seed(0)
         for _ in range(2):
             _run_pair(compiled, case, eager, None)
@@ -972,6 +1022,9 @@ def test_pattern_guards_or_warns(p: Pattern, backend: str) -> None:
         assert len(first) == 1 or all(p.match in w for w in first), first
         assert any(p.match in w and "Fix:" in w for w in first), first
         assert not later, later  # once
+    elif p.expect == "specialize":  # a shape guard retraces at the new size; one warning said so
+        assert len(first) == 1 and p.match in first[0] and "Fix" in first[0], first
+        assert compiled.stats.misses >= 2 and not later, later
     else:  # eager fallback
         assert compiled.stats.fallbacks >= 1
         assert any(p.match in w for w in first), first
@@ -992,10 +1045,11 @@ def test_the_table_is_large_and_covers_every_class() -> None:
     assert len(PATTERNS) >= 60
     classes = {p.cls for p in PATTERNS}
     assert {"plain reads", "modules", "bound methods", "outside tensors", "unfollowed reads", "side effects",
-            "random state"} <= classes
+            "random state", "dynamic sizes"} <= classes
 
 
-_DOC_TREATMENT = {"guard": "guarded", "warn": "one-time warning", "eager": "falls back to eager"}
+_DOC_TREATMENT = {"guard": "guarded", "warn": "one-time warning", "eager": "falls back to eager",
+                  "specialize": "specialized"}
 
 
 def test_docs_table_lists_every_pattern_with_its_treatment() -> None:
