@@ -8,13 +8,14 @@ from . import dtypes as _dtypes
 from .allocator import tune_allocator as _tune_allocator
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .device import Device, cuda_is_available, get_device
-from .dtypes import DType, bool_, float16, float32, float64, int32, int64
+from .dtypes import DType, DTypeOverflowError, bool_, float16, float32, float64, int32, int64
 from .ops.primitive import ShapeError
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Tensor, as_tensor, from_numpy, is_tensor, tensor
 from . import tensor_methods as _tensor_methods  # noqa: F401 - attaches Tensor methods
 from .functional import *  # noqa: F403
 from . import functional, autograd  # noqa: F401
+from .functional.math import IntegerDivisionByZeroError  # noqa: E402
 from . import nn, models  # noqa: F401,E402 - kiln.nn / kiln.models after `import kiln`
 
 bool = bool_  # noqa: A001 - kiln.bool, as torch.bool

@@ -102,6 +102,33 @@ class set_grad_enabled(_GradMode):
         return wrapper
 
 
+# Serializes every read-modify-write of a ``.grad`` done by the backward engine, as PyTorch's
+# AccumulateGrad does under its lock: threads that share parameters and each call backward()
+# would otherwise both read the old .grad, and one thread's update would be lost. Hooks and the
+# VJPs run outside it, so threads still backpropagate concurrently; reentrant because a grad
+# addition may be recorded by a tracer (kiln.jit) that is free to call back into autograd.
+_accumulate_lock = threading.RLock()
+
+
+def accumulate_grad(t: Tensor, g: Tensor, create_graph: bool, fresh: Callable[[Tensor], Tensor]) -> None:
+    """``t.grad += g`` (a new tensor, never in place), safe against concurrent backward passes.
+
+    `fresh(g)` gives the tensor to store when ``t.grad`` is None: a buffer no other ``.grad``
+    shares. With `create_graph` the sum stays in the graph, for higher-order gradients.
+    """
+    with _accumulate_lock:
+        _accumulate(t, g, create_graph, fresh)
+
+
+def _accumulate(t: Tensor, g: Tensor, create_graph: bool, fresh: Callable[[Tensor], Tensor]) -> None:
+    """`accumulate_grad` for a caller that holds `_accumulate_lock`."""
+    prev = t.grad
+    if prev is None:
+        t.grad = g if create_graph else fresh(g)
+    else:
+        t.grad = prev + g if create_graph else (prev + g).detach()
+
+
 class Node:
     """One recorded primitive call: the `grad_fn` of the tensor it produced."""
 
@@ -216,20 +243,23 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
         prev = leaf_pending.get(id(t))
         leaf_pending[id(t)] = (t, g if prev is None else prev[1] + g)
 
-    def deliver_leaf(t: Tensor, g: Tensor) -> None:
-        if t._hooks:  # hooks see the total gradient of this backward pass, once
-            for hook in t._hooks:
-                new = hook(g)
-                if new is not None:
-                    g = new
-        if wanted is not None:
-            if id(t) in wanted:
+    def deliver_leaves() -> None:
+        """Run each leaf's hooks on its total gradient of this pass (once), then accumulate into .grad."""
+        delivered = []
+        for t, g in leaf_pending.values():
+            if t._hooks:
+                for hook in t._hooks:
+                    new = hook(g)
+                    if new is not None:
+                        g = new
+            if wanted is None:
+                delivered.append((t, g))
+            elif id(t) in wanted:
                 leaf_results[id(t)] = g
-            return
-        if create_graph:
-            t.grad = g if t.grad is None else t.grad + g
-        else:
-            t.grad = own(g) if t.grad is None else (t.grad + g).detach()
+        if delivered:
+            with _accumulate_lock:  # once per backward pass; hooks ran outside it
+                for t, g in delivered:
+                    _accumulate(t, g, create_graph, own)
 
     for root, g in zip(roots, grads):
         if root._node is None:
@@ -255,8 +285,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
             if node.retain_ref is not None:
                 kept = node.retain_ref()
                 if kept is not None:
-                    gg = g if create_graph else own(g)
-                    kept.grad = gg if kept.grad is None else kept.grad + gg
+                    accumulate_grad(kept, g, create_graph, own)
             if wanted is not None:
                 out = node.out_ref()
                 if out is not None and id(out) in wanted:
@@ -271,8 +300,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 else:
                     key = id(child)
                     pending[key] = pending[key] + gi if key in pending else gi
-        for t, g in leaf_pending.values():
-            deliver_leaf(t, g)
+        deliver_leaves()
     if not retain_graph:
         for node in order:
             node.inputs = None

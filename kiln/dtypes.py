@@ -1,6 +1,7 @@
 """Data types: kiln's dtype objects, parsing, and NumPy-like type promotion."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,59 @@ def from_numpy_dtype(np_dtype: np.dtype) -> DType:
     raise TypeError(
         f"unsupported array dtype {np_dtype}: kiln supports "
         f"{', '.join(d.name for d in ALL_DTYPES)}; convert with .astype() first"
+    )
+
+
+class DTypeOverflowError(OverflowError, RuntimeError):
+    """A value does not fit the integer dtype asked for (``kiln.tensor(2**31, dtype=kiln.int32)``).
+
+    PyTorch raises RuntimeError ("value cannot be converted to type int32 without overflow"),
+    Python and NumPy OverflowError: this is both, so either ``except`` clause catches it.
+    """
+
+
+def check_fits(value: Any, dtype: DType, op: str) -> None:
+    """Raise DTypeOverflowError if a Python or NumPy scalar cannot be stored in integer `dtype`.
+
+    Floats must be finite and lie within the range (they are truncated toward zero); symbolic
+    sizes, tensors and other objects are left to the conversion itself.
+    """
+    kind = value.__class__
+    if kind is bool or kind is np.bool_ or dtype.kind != "i":
+        return
+    if kind is int or kind is float or isinstance(value, (np.integer, np.floating)):
+        info = np.iinfo(dtype.np)
+        number = value.item() if isinstance(value, np.generic) else value
+        if not info.min <= number <= info.max:  # False for NaN too; exact for ints and floats
+            raise overflow_error(op, number, dtype)
+
+
+def check_array_fits(arr: np.ndarray, dtype: DType, op: str) -> None:
+    """`check_fits` for every element of `arr` (integer or float data bound for integer `dtype`)."""
+    if dtype.kind != "i" or arr.size == 0 or arr.dtype.kind not in "iuf":
+        return
+    if arr.dtype.kind != "f" and np.can_cast(arr.dtype, dtype.np, "safe"):
+        return
+    lo, hi = arr.min().item(), arr.max().item()
+    if lo != lo or hi != hi:  # NaN
+        raise overflow_error(op, float("nan"), dtype)
+    info = np.iinfo(dtype.np)
+    if lo < info.min:
+        raise overflow_error(op, lo, dtype)
+    if hi > info.max:
+        raise overflow_error(op, hi, dtype)
+
+
+def overflow_error(op: str, value: Any, dtype: DType) -> DTypeOverflowError:
+    """The error for `value` that does not fit integer `dtype`: the value, the range and the fix."""
+    info = np.iinfo(dtype.np)
+    if isinstance(value, float) and not math.isfinite(value):
+        return DTypeOverflowError(f"{op}(): value {value!r} cannot be converted to {dtype.name}: NaN and "
+                                  "infinity have no integer value. Fix: use a float dtype, or replace them first")
+    wider = "float64" if dtype is int64 else "int64 (or float64)"
+    return DTypeOverflowError(
+        f"{op}(): value {value!r} cannot be converted to {dtype.name} without overflow: {dtype.name} "
+        f"holds whole numbers in [{info.min}, {info.max}]. Fix: pick a dtype that holds it, e.g. {wider}"
     )
 
 

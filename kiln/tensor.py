@@ -12,7 +12,8 @@ import numpy as np
 
 from . import autograd
 from .device import CPU, Device, get_device
-from .dtypes import DType, default_float, from_numpy_dtype, get_dtype
+from .dtypes import (DType, DTypeOverflowError, check_array_fits, default_float, from_numpy_dtype, get_dtype,
+                     overflow_error)
 from .ops import primitive
 
 
@@ -91,7 +92,7 @@ class Tensor:
     def __len__(self) -> int:
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self._data.shape[0]
+        return int(self.shape[0])  # a dynamic size: int() specializes the plan to it (with a warning)
 
     @property
     def dtype(self) -> DType:
@@ -258,11 +259,8 @@ class Tensor:
         if inputs is not None:
             grads = autograd.run_backward([self], [gradient], retain, create_graph, inputs=list(inputs))
             for t, g in zip(inputs, grads or []):
-                if g is not None:
-                    if t.grad is not None:
-                        t.grad = t.grad + g if create_graph else (t.grad + g).detach()
-                    else:  # a private buffer: grads of different inputs may share one array
-                        t.grad = g if create_graph else Tensor._wrap(g._data.copy(), g._device)
+                if g is not None:  # a private buffer when new: grads of different inputs may share one
+                    autograd.accumulate_grad(t, g, create_graph, _private_copy)
             return
         autograd.run_backward([self], [gradient], retain, create_graph)
 
@@ -365,6 +363,10 @@ class _HookHandle:
             self._hooks.remove(self._hook)
 
 
+def _private_copy(g: Tensor) -> Tensor:
+    return Tensor._wrap(g._data.copy(), g._device)
+
+
 def _to_host(data: Any) -> np.ndarray:
     if isinstance(data, np.ndarray):
         return data
@@ -394,6 +396,9 @@ def _infer_dtype(data: Any) -> DType | None:
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Create a tensor from a list, scalar, NumPy array or tensor (always copies).
 
+    A Python number that an integer dtype cannot hold raises kiln.DTypeOverflowError (as
+    PyTorch raises); NumPy arrays and tensors are cast, wrapping around (as in PyTorch).
+
     >>> kiln.tensor([[1, 2], [3, 4]], dtype=kiln.float64, requires_grad=True)
     """
     dev = get_device(device)
@@ -407,15 +412,33 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         except ValueError as exc:
             raise ValueError(f"kiln.tensor(): could not build an array from the data ({exc})") from None
         if arr.dtype == object:
-            raise TypeError(f"kiln.tensor(): unsupported data of type {type(data).__name__}; "
-                            "expected numbers, nested lists of numbers, or an array")
+            arr = _huge_ints(arr, data, dtype)
         if kind is None:
             kind = _python_dtype(arr)
     target = get_dtype(dtype) if dtype is not None else kind
+    if target.kind == "i" and arr.dtype != target.np and not isinstance(data, (Tensor, np.ndarray)):
+        check_array_fits(arr, target, "kiln.tensor")  # Python numbers are checked, arrays cast (as PyTorch)
     arr = np.asarray(arr, dtype=target.np, order="C")  # (ascontiguousarray would make 0-d 1-d)
     if dev.type != "cpu":
         arr = dev.xp.asarray(arr)
     return Tensor._wrap(arr, dev, requires_grad)
+
+
+def _huge_ints(arr: np.ndarray, data: Any, dtype: Any) -> np.ndarray:
+    """An object array NumPy made from Python ints beyond 64 bits: floats for a float dtype, else overflow."""
+    values = arr.reshape(-1).tolist()
+    if not values or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        raise TypeError(f"kiln.tensor(): unsupported data of type {type(data).__name__}; "
+                        "expected numbers, nested lists of numbers, or an array")
+    target = get_dtype(dtype) if dtype is not None else get_dtype("int64")
+    if target.kind == "i":
+        raise overflow_error("kiln.tensor", int(max(values, key=abs)), target)
+    try:
+        return np.array(values, dtype=np.float64).reshape(arr.shape)  # then cast to the dtype asked
+    except OverflowError:
+        digits = len(str(abs(int(max(values, key=abs)))))
+        raise DTypeOverflowError(f"kiln.tensor(): an int of {digits} digits is too large for any float dtype "
+                                 f"(float64 holds up to about 1.8e308), so it cannot become {target.name}") from None
 
 
 def _python_dtype(arr: np.ndarray) -> DType:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from . import autograd
 from .functional import creation, math, shape
+from .dtypes import check_fits
 from .ops import primitive
 from .ops.primitive import REGISTRY, bind_binary
 from .tensor import Tensor
@@ -104,6 +105,7 @@ Tensor.__rtruediv__ = lambda a, b: math.div(b, a)
 Tensor.__floordiv__ = lambda a, b: math.floor_divide(a, b)
 Tensor.__rfloordiv__ = lambda a, b: math.floor_divide(b, a)
 Tensor.__mod__ = lambda a, b: math.remainder(a, b)
+Tensor.__rmod__ = lambda a, b: math.remainder(b, a)
 Tensor.__pow__ = lambda a, b: math.pow(a, b)
 Tensor.__rpow__ = lambda a, b: math.pow(b, a)
 Tensor.__matmul__ = lambda a, b: math.matmul(a, b)
@@ -226,7 +228,7 @@ def _inplace(fn: Callable) -> Callable:
 
 
 for _name in ("add", "sub", "mul", "div", "pow", "clamp", "neg", "exp", "log", "sqrt", "tanh",
-              "sigmoid", "relu", "abs", "masked_fill", "maximum", "minimum"):
+              "sigmoid", "relu", "abs", "masked_fill", "maximum", "minimum", "floor_divide", "remainder"):
     setattr(Tensor, _name + "_", _inplace(_PLAIN[_name]))
 Tensor.clamp_ = lambda self, min=None, max=None: apply_inplace(  # noqa: A002
     self, lambda old: math.clamp(old, min, max))
@@ -234,6 +236,8 @@ Tensor.__iadd__ = Tensor.add_
 Tensor.__isub__ = Tensor.sub_
 Tensor.__imul__ = Tensor.mul_
 Tensor.__itruediv__ = Tensor.div_
+Tensor.__ifloordiv__ = Tensor.floor_divide_
+Tensor.__imod__ = Tensor.remainder_
 
 
 # zero_/fill_/copy_ are where(True, new, old): on a tensor in a graph the result stays in
@@ -251,6 +255,9 @@ def _zero_(self: Tensor) -> Tensor:
 
 
 def _fill_(self: Tensor, value: Any) -> Tensor:
+    """Set every element to `value`; an integer tensor that cannot hold it raises, as in PyTorch."""
+    if self._data.dtype.kind == "i":
+        check_fits(value, self.dtype, "fill_")
     return apply_inplace(self, lambda old: _overwrite(old, value), value)
 
 

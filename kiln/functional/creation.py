@@ -6,25 +6,27 @@ from typing import Any
 import numpy as np
 
 from ..device import Device, get_device
-from ..dtypes import default_float, get_dtype, scalar_dtype
+from ..dtypes import check_fits, default_float, get_dtype, scalar_dtype
 from ..ops.primitive import REGISTRY, bind, trace_state
 from ..ops.random_ops import normal_count, uniform_count
 from ..random import Generator, default_generator
 from ..tensor import Tensor
+from .checks import int_arg, size_tuple
 
 _P = REGISTRY
 
 
-def _shape(shape: tuple) -> tuple[int, ...]:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    try:
-        out = tuple(d if isinstance(d, int) else int(d) for d in shape)  # SymInts stay symbolic
-    except TypeError:
-        raise TypeError(f"shape must be ints, got {shape!r}") from None
+def _shape(shape: tuple, op: str) -> tuple[int, ...]:
+    """The size arguments of creation op `op` as a tuple of ints (TypeError names a bad one)."""
+    out = size_tuple(op, shape)
     if any(d < 0 for d in out):
-        raise ValueError(f"negative dimension in shape {out}")
+        raise ValueError(f"{op}(): negative dimension in shape {out}")
     return out
+
+
+def _size(size: Any, op: str) -> tuple[int, ...]:
+    """A `size=` argument: an int or a sequence of ints."""
+    return _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), op)
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
@@ -36,25 +38,30 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
 
 def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    """A tensor of `shape` filled with `fill_value`."""
-    shape = _shape((shape,) if isinstance(shape, int) else tuple(shape))
+    """A tensor of `shape` filled with `fill_value`.
+
+    An integer dtype that cannot hold `fill_value` raises (kiln.DTypeOverflowError), as in PyTorch.
+    """
+    shape = _size(shape, "full")
     dt = get_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
+    if dt.kind == "i":
+        check_fits(fill_value, dt, "full")
     out = bind(_P["full"], (), {"shape": shape, "value": fill_value, "dtype": dt.name,
                                 "device": get_device(device)})
     return _finish(out, requires_grad)
 
 
 def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(shape), 0.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
+    return full(_shape(shape, "zeros"), 0.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
 
 
 def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(shape), 1.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
+    return full(_shape(shape, "ones"), 1.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
 
 
 def empty(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Uninitialized in PyTorch; zero-filled here so results are never garbage."""
-    return zeros(*shape, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(*_shape(shape, "empty"), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _like(x: Tensor, dtype: Any, device: Any) -> tuple[Any, Device]:
@@ -97,6 +104,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,
              requires_grad: bool = False) -> Tensor:
     """`steps` evenly spaced values from start to end inclusive."""
+    steps = int_arg("linspace", "steps", steps)
     dt = get_dtype(dtype) if dtype is not None else default_float
     if steps == 1:
         return full((1,), start, dtype=dt, device=device, requires_grad=requires_grad)
@@ -108,7 +116,8 @@ def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device:
 
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
-    m = n if m is None else m
+    n = int_arg("eye", "n", n)
+    m = n if m is None else int_arg("eye", "m", m)
     r = arange(n, device=device).reshape(n, 1)
     c = arange(m, device=device).reshape(1, m)
     out = (r == c).to(dtype if dtype is not None else default_float)
@@ -136,7 +145,7 @@ def _float_dtype(dtype: Any, op: str) -> Any:
 def rand(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform [0, 1) floats from the global counter-based stream."""
-    shape = _shape(shape)
+    shape = _shape(shape, "rand")
     dev = get_device(device)
     dt = _float_dtype(dtype, "rand")
     out = bind(_P["uniform"], (_key(generator, uniform_count(shape), dev),), {"shape": shape, "dtype": dt.name})
@@ -146,7 +155,7 @@ def rand(*shape: Any, dtype: Any = None, device: Any = None, generator: Generato
 def randn(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal floats from the global counter-based stream."""
-    shape = _shape(shape)
+    shape = _shape(shape, "randn")
     dev = get_device(device)
     dt = _float_dtype(dtype, "randn")
     out = bind(_P["normal"], (_key(generator, normal_count(shape), dev),), {"shape": shape, "dtype": dt.name})
@@ -162,7 +171,7 @@ def randint(low: int, high: int | None = None, size: Any = None, *, dtype: Any =
         raise TypeError("randint() needs size, e.g. randint(0, 10, (3,))")
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    u = rand(*_shape((size,) if isinstance(size, int) else tuple(size)), dtype="float64",
+    u = rand(*_size(size, "randint"), dtype="float64",
              device=device, generator=generator)
     return (u * (high - low)).floor().to(dtype or "int64") + low
 
@@ -179,7 +188,7 @@ def normal(mean: float = 0.0, std: float = 1.0, size: Any = None, *, dtype: Any 
            device: Any = None, generator: Generator | None = None) -> Tensor:
     if size is None:
         raise TypeError("normal() needs size")
-    z = randn(*_shape((size,) if isinstance(size, int) else tuple(size)), dtype=dtype, device=device,
+    z = randn(*_size(size, "normal"), dtype=dtype, device=device,
               generator=generator)
     return z * std + mean
 
@@ -188,13 +197,14 @@ def uniform(low: float = 0.0, high: float = 1.0, size: Any = None, *, dtype: Any
             device: Any = None, generator: Generator | None = None) -> Tensor:
     if size is None:
         raise TypeError("uniform() needs size")
-    u = rand(*_shape((size,) if isinstance(size, int) else tuple(size)), dtype=dtype, device=device,
+    u = rand(*_size(size, "uniform"), dtype=dtype, device=device,
              generator=generator)
     return u * (high - low) + low
 
 
 def randperm(n: int, *, dtype: Any = None, device: Any = None, generator: Generator | None = None) -> Tensor:
     """A random permutation of 0..n-1 (argsort of uniform draws)."""
+    n = int_arg("randperm", "n", n)
     dev = get_device(device)
     u = rand(n, dtype="float64", device=dev, generator=generator)
     # argsort is no primitive: reading the draws tells a tracer this value is data-dependent

@@ -5,9 +5,10 @@ from __future__ import annotations
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .activations import log_softmax
+from .checks import check_class_targets
 from .math import (_count, abs, add, cast, div, exp, log1p, mean, mul, ne, neg, relu, sub, sum,
                    where)
-from .shape import gather, squeeze, unsqueeze
+from .shape import gather_unchecked, squeeze, unsqueeze
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -32,10 +33,19 @@ def _class_shape(w: Tensor, ndim: int) -> Tensor:
 
 def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
              reduction: str = "mean", *, label_smoothing: float = 0.0) -> Tensor:
-    """Negative log-likelihood of class indices `target` under log-probabilities `logp` (N, C, ...)."""
+    """Negative log-likelihood of class indices `target` under log-probabilities `logp` (N, C, ...).
+
+    Targets outside [0, C) other than `ignore_index` raise IndexError, as in PyTorch.
+    """
+    return _nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing, "nll_loss")
+
+
+def _nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
+              label_smoothing: float, op: str) -> Tensor:
+    """`nll_loss`; `op` names the public function in the target range error."""
     if logp.ndim == 1:
         logp, target = unsqueeze(logp, 0), unsqueeze(target, 0)
-        out = nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing=label_smoothing)
+        out = _nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing, op)
         return squeeze(out, 0) if reduction == "none" else out
     if target.dtype.is_floating_point:
         raise TypeError("nll_loss: target must hold class indices (int64); for class probabilities "
@@ -45,13 +55,14 @@ def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None = None, ignore_
         raise ShapeError(f"nll_loss: input of shape {tuple(logp.shape)} needs a target of shape "
                          f"{expected}, got {tuple(target.shape)}")
     n_classes = logp.shape[1]
+    check_class_targets(op, target, logp._data.shape[1], ignore_index)
     valid = ne(target, ignore_index)
     safe_target = where(valid, target, 0)
-    picked = squeeze(gather(logp, 1, unsqueeze(safe_target, 1)), 1)
+    picked = squeeze(gather_unchecked(logp, 1, unsqueeze(safe_target, 1)), 1)  # targets checked above
     validf = cast(valid, logp.dtype)
     if weight is not None:
-        w_t = mul(gather(_class_shape(weight, 2).expand(safe_target.numel(), n_classes), 1,
-                         safe_target.reshape(-1, 1)).reshape(tuple(target.shape)), validf)
+        w_t = mul(gather_unchecked(_class_shape(weight, 2).expand(safe_target.numel(), n_classes), 1,
+                                   safe_target.reshape(-1, 1)).reshape(tuple(target.shape)), validf)
     else:
         w_t = validf
     # where(), not a 0 weight, drops ignored entries: their gradient stays 0 even when every
@@ -95,7 +106,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  
         if reduction == "mean":
             return div(sum(loss), _count(loss.numel() if loss.ndim else 1))
         return _reduce(loss, reduction)
-    return nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing=label_smoothing)
+    return _nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing, "cross_entropy")
 
 
 def _check_same_shape(op: str, a: Tensor, b: Tensor) -> None:

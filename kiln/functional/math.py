@@ -120,23 +120,55 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
             a, b = cast(a, default_float), cast(b, default_float)
         return bind(_P["div"], (a, b), {})
     if rounding_mode == "floor":
-        return floor_divide(a, b)
+        _check_integer_divisor(a, b, "div(rounding_mode='floor')")
+        return _floor_divide(a, b)
     if rounding_mode == "trunc":  # round toward zero; integer operands stay integers
+        _check_integer_divisor(a, b, "div(rounding_mode='trunc')")
         q = div(a, b)
         t = where(lt(q, 0), ceil(q), floor(q))
         return cast(t, a.dtype) if a._data.dtype.kind != "f" else t
     raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
 
 
+class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
+    """Integer ``//`` or ``%`` by zero. PyTorch raises ``RuntimeError: ZeroDivisionError`` there;
+    this is both a ZeroDivisionError and a RuntimeError, so either ``except`` clause catches it."""
+
+
+def _check_integer_divisor(a: Tensor, b: Tensor, op: str) -> None:
+    """Raise IntegerDivisionByZeroError when integer operands divide by a zero (floats give inf/nan)."""
+    data = b._data
+    if (a._data.dtype.kind in "iu" and (b._device._xp or b._device.xp).count_nonzero(data) != data.size
+            and a._data.size):  # (an empty result divides nothing)
+        raise IntegerDivisionByZeroError(
+            f"ZeroDivisionError: {op}: integer division by zero (the {b.dtype.name} divisor holds a 0). "
+            "Fix: replace the zeros first, e.g. kiln.where(b == 0, 1, b), or divide in floating point "
+            "(a.float() // b gives inf or nan there)"
+        )
+
+
 def floor_divide(a: Any, b: Any) -> Tensor:
-    """floor(a / b), Python's //."""
-    return _binary("floor_divide", a, b)
+    """floor(a / b), Python's //. Integer division by zero raises, as in PyTorch."""
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype is b._data.dtype):
+        a, b = _operands(a, b)
+    if a._data.dtype.kind != "f":
+        _check_integer_divisor(a, b, "floor_divide")
+    return bind_binary(_P["floor_divide"], a, b)
+
+
+def _floor_divide(a: Tensor, b: Tensor) -> Tensor:
+    """`floor_divide` of operands of one dtype, without the zero check."""
+    return bind_binary(_P["floor_divide"], a, b)
 
 
 def remainder(a: Any, b: Any) -> Tensor:
-    """a mod b with the sign of b (Python's %); the gradient is 1 for a and -floor(a / b) for b."""
+    """a mod b with the sign of b (Python's %); the gradient is 1 for a and -floor(a / b) for b.
+
+    Integer remainder by zero raises, as in PyTorch.
+    """
     a, b = _operands(a, b)
-    return sub(a, mul(floor_divide(a, b), b))
+    _check_integer_divisor(a, b, "remainder")
+    return sub(a, mul(_floor_divide(a, b), b))
 
 
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - mirrors torch.pow

@@ -9,6 +9,7 @@ import numpy as np
 from ..ops.primitive import REGISTRY, ShapeError, bind
 from ..tensor import Tensor
 from ..dtypes import promote
+from .checks import check_index_range, size_tuple
 from .math import _as_tensor, cast, normalize_axes, where
 
 _P = REGISTRY
@@ -21,7 +22,7 @@ def _shape_arg(shape: tuple) -> tuple:
 
 
 def _infer_shape(op: str, shape: Sequence[Any], numel: int, src: tuple) -> tuple:
-    shape = tuple(d if isinstance(d, int) else int(d) for d in shape)
+    shape = size_tuple(op, shape, "shape")
     if shape.count(-1) > 1:
         raise ShapeError(f"{op}: only one dimension can be -1, got {shape}")
     if -1 in shape:
@@ -36,15 +37,19 @@ def _infer_shape(op: str, shape: Sequence[Any], numel: int, src: tuple) -> tuple
 
 def reshape(x: Tensor, *shape: Any) -> Tensor:
     """x with a new shape (one dim may be -1)."""
-    src = tuple(x.shape)
-    target = _infer_shape("reshape", _shape_arg(shape), _math.prod(src), src)
-    if len(target) == len(src) and target == src:  # (src is symbolic under dynamic_dims: no shape guard)
-        return x
-    return bind(_P["reshape"], (x,), {"shape": target})
+    return _reshape(x, shape, "reshape")
 
 
 def view(x: Tensor, *shape: Any) -> Tensor:
-    return reshape(x, *shape)
+    return _reshape(x, shape, "view")
+
+
+def _reshape(x: Tensor, shape: tuple, op: str) -> Tensor:
+    src = tuple(x.shape)
+    target = _infer_shape(op, _shape_arg(shape), _math.prod(src), src)
+    if len(target) == len(src) and target == src:  # (src is symbolic under dynamic_dims: no shape guard)
+        return x
+    return bind(_P["reshape"], (x,), {"shape": target})
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -112,12 +117,11 @@ def movedim(x: Tensor, source: int, destination: int) -> Tensor:
 
 def expand(x: Tensor, *shape: Any) -> Tensor:
     """Broadcast x to `shape` (-1 keeps a dim); new leading dims are added."""
-    target = _shape_arg(shape)
+    target = size_tuple("expand", shape)
     lead = len(target) - x.ndim
     if lead < 0:
         raise ShapeError(f"expand: cannot expand shape {tuple(x.shape)} to fewer dims {target}")
-    full = tuple(x.shape[i - lead] if (d == -1 and i >= lead) else (d if isinstance(d, int) else int(d))
-                 for i, d in enumerate(target))
+    full = tuple(x.shape[i - lead] if (d == -1 and i >= lead) else d for i, d in enumerate(target))
     if full == x.shape:
         return x
     if lead:
@@ -318,20 +322,32 @@ def _check_integer_index(index: Tensor, op: str) -> None:
         raise TypeError(f"{op}: index must be an integer tensor (int64), got {index.dtype.name}")
 
 
+def _dim_what(x: Tensor, d: int) -> str:
+    return f"dimension {d} with size {x._data.shape[d]} (input shape {tuple(x._data.shape)})"
+
+
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries of x at `index` (integers in [0, size)) along dim; negative indices raise, as in PyTorch."""
     d = normalize_axes(dim, x.ndim, "index_select")[0]
     spec = tuple(("t",) if i == d else ("s", None, None, None) for i in range(x.ndim))
     index = _as_tensor(index)
     _check_integer_index(index, "index_select")
+    check_index_range("index_select", index, x._data.shape[d], _dim_what(x, d))
     if index.ndim == 0:  # a 0-d index keeps the dim, with size 1 (as PyTorch)
         index = reshape(index, (1,))
     return bind_index(x, [index], spec)
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    """out[i][j] = x[i][index[i][j]] for dim=1 (PyTorch semantics)."""
+    """out[i][j] = x[i][index[i][j]] for dim=1 (PyTorch semantics: indices in [0, size), no negatives)."""
     d = normalize_axes(dim, x.ndim, "gather")[0]
     _check_integer_index(index, "gather")
+    check_index_range("gather", index, x._data.shape[d], _dim_what(x, d))
+    return gather_unchecked(x, d, index)
+
+
+def gather_unchecked(x: Tensor, d: int, index: Tensor) -> Tensor:
+    """`gather` along the normalized dim `d` without the value range check (VJPs, take_along_dim)."""
     if index.ndim != x.ndim:
         raise ShapeError(f"gather: index has {index.ndim} dims but input has {x.ndim} (shapes "
                          f"{tuple(index.shape)} and {tuple(x.shape)})")
@@ -345,9 +361,15 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
 
 
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    """A copy of x with src added at index along dim (out-of-place scatter_add)."""
+    """A copy of x with src added at index along dim (out-of-place scatter_add; indices in [0, size))."""
     d = normalize_axes(dim, x.ndim, "scatter_add")[0]
     _check_integer_index(index, "scatter_add")
+    check_index_range("scatter_add", index, x._data.shape[d], _dim_what(x, d))
+    return scatter_add_unchecked(x, d, index, src)
+
+
+def scatter_add_unchecked(x: Tensor, d: int, index: Tensor, src: Tensor) -> Tensor:
+    """`scatter_add` along the normalized dim `d` without the value range check (VJPs)."""
     if tuple(src.shape) != tuple(index.shape):
         spec = tuple(("s", 0, n, 1) for n in index.shape)
         src = bind_index(src, (), spec)
@@ -357,7 +379,11 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
 
 
 def take_along_dim(x: Tensor, indices: Tensor, dim: int) -> Tensor:
-    return gather(x, dim, indices)
+    """`gather`, except that negative indices count from the end (as in PyTorch)."""
+    d = normalize_axes(dim, x.ndim, "take_along_dim")[0]
+    _check_integer_index(indices, "take_along_dim")
+    check_index_range("take_along_dim", indices, x._data.shape[d], _dim_what(x, d), allow_negative=True)
+    return gather_unchecked(x, d, indices)
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:

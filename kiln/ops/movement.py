@@ -304,8 +304,8 @@ class Gather(Primitive):
 
     def vjp(self, g, inputs, node, *, axis):
         x, idx = inputs
-        f = F()
-        return (f.scatter_add(f.zeros(x.shape, dtype=g.dtype), axis, idx, g), None)
+        f = F()  # idx was range-checked (or allowed negative, take_along_dim) by the forward op
+        return (f.shape.scatter_add_unchecked(f.zeros(x.shape, dtype=g.dtype), axis, idx, g), None)
 
 
 def _scatter_index(xp: Any, idx: Any, axis: int) -> tuple:
@@ -334,7 +334,7 @@ class ScatterAdd(Primitive):
         base, idx, src = inputs
         f = F()
         return (g if base.requires_grad else None, None,
-                f.gather(g, axis, idx) if src.requires_grad else None)
+                f.shape.gather_unchecked(g, axis, idx) if src.requires_grad else None)
 
 
 class Copy(Primitive):
