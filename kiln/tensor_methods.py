@@ -152,7 +152,7 @@ Tensor.__getitem__ = lambda self, index: shape.getitem(self, index)
 def _iter(self: Tensor):
     if self.ndim == 0:
         raise TypeError("iteration over a 0-d tensor")
-    return (shape.select(self, 0, i) for i in range(self.shape[0]))
+    return (shape.select(self, 0, i) for i in range(int(self.shape[0])))  # int(): a dynamic size specializes
 
 
 Tensor.__iter__ = _iter

@@ -193,7 +193,7 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
             raise ValueError(f"split: split size must be positive, got {step}")
         # chunk k starts at k * step: a running sum of symbolic sizes (dynamic_dims) would nest deeper
         # with every chunk
-        return tuple(narrow(x, d, k * step, min(step, size - k * step)) for k in range(-(-size // step)))
+        return tuple(narrow(x, d, k * step, min(step, size - k * step)) for k in range(int(-(-size // step))))
     sizes = list(split_size_or_sections)
     if sum(sizes) != size:
         raise ShapeError(f"split: sizes {sizes} do not add up to {size} (dim {dim} of {tuple(x.shape)})")
@@ -217,7 +217,7 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
 
 def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     d = normalize_axes(dim, x.ndim, "unbind")[0]
-    return tuple(select(x, d, i) for i in range(x.shape[d]))
+    return tuple(select(x, d, i) for i in range(int(x.shape[d])))  # int(): a dynamic size specializes
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
