@@ -23,7 +23,7 @@ class CacheKey(NamedTuple):
 
 @dataclass
 class CompilationStats:
-    """Runtime statistics of a compiled function (seed 003), plus traces and evictions."""
+    """Runtime statistics of a compiled function (hits, misses, fallbacks, timings, cache size), plus traces and evictions."""
 
     hits: int = 0
     misses: int = 0

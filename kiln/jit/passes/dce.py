@@ -5,7 +5,7 @@ from ..ir import Graph
 
 
 class DeadNodeElim:
-    """Reverse liveness from the outputs and state writes (seed 001's DeadNodeElimPass)."""
+    """Reverse liveness from the outputs and state writes (nodes nothing live reads are dropped)."""
 
     name = "DeadNodeElim"
 

@@ -1,4 +1,4 @@
-"""NoGradStrip: for inference plans, drop gradient bookkeeping (seed 001)."""
+"""NoGradStrip: for inference plans, drop gradient bookkeeping."""
 from __future__ import annotations
 
 from ..ir import Graph

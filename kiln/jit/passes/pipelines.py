@@ -1,4 +1,4 @@
-"""Pipelines chosen by mode, and GenericCompiler (seed 004)."""
+"""Pipelines chosen by mode, and GenericCompiler (the generic cleanup passes looped to a fixpoint)."""
 from __future__ import annotations
 
 from .arith import ArithmeticElimination

@@ -175,7 +175,7 @@ def _shares_memory(v: Value, producers: dict[int, Node], built: list[Node], take
 
 
 def sub_rule() -> Rule:
-    """Seed 004's showcase: add(a, mul(b, -1)) -> sub(a, b)."""
+    """The showcase rewrite rule: add(a, mul(b, -1)) -> sub(a, b)."""
     pattern = Pat("add", Pat.any("a"), Pat("mul", Pat.any("b"), Pat.literal(-1), commutative=True),
                   commutative=True)
     return Rule(pattern, lambda m, b: b.emit("sub", m["a"], m["b"]), name="add(a, mul(b, -1)) -> sub(a, b)")
