@@ -75,7 +75,8 @@ class OutputLayout:
         if self.single:  # the function returned one tensor
             return tensors[0] if not self.arg_alias else leaves[self.arg_alias[0]]
         out: list[Any] = [None] * self.treedef.num_leaves
-        for pos, value in resolve_output_statics(self.statics, dims).items():  # a returned size is this call's
+        statics = self.statics if dims is None else resolve_output_statics(self.statics, dims)
+        for pos, value in statics.items():  # a returned size (dynamic_dims) is this call's
             out[pos] = value
         for k, (pos, t) in enumerate(zip(self.tensor_slots, tensors)):
             alias = self.arg_alias.get(k)
