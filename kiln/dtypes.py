@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .sizes import is_symbolic_number
+
 
 class DType:
     """A tensor element type, e.g. ``kiln.float32``. Compares equal to itself only."""
@@ -164,7 +166,7 @@ def scalar_dtype(value: Any) -> DType:
     """The dtype a Python scalar gets on its own."""
     if isinstance(value, (bool, np.bool_)):
         return bool_
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, (int, np.integer)) or (is_symbolic_number(value) and value.integral):
         return int64
     return default_float
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .ops.primitive import trace_state
+from .sizes import is_symbolic_number
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = 0x9E3779B9, 0xBB67AE85
@@ -110,7 +111,7 @@ class Generator:
         While tracing, n may be a symbolic count (dynamic_dims): its traced value is read
         without specializing (the plan keeps the count symbolic and resolves it per call).
         """
-        count = int.__int__(n) if isinstance(n, int) else int(n)
+        count = n.value if is_symbolic_number(n) else int(n)
         with self._lock:
             start = self._offset
             self._offset += (count + 3) // 4 * 4

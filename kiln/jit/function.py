@@ -33,11 +33,12 @@ from .misslog import MissLog, MissReason, warn_once
 from .module_state import ModuleState
 from .passes import PassLog
 from .pytree import flatten, unflatten
-from .symbolic import guards_hold, is_symbolic, resolve_leaf
+from .symbolic import SymFloat, SymInt, guards_hold, is_symbolic, resolve_leaf
 from .trace import GraphBreakError, Trace, Tracer, trace
 
 _STATIC_OUTPUTS = (Tensor, int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range, type,
-                   frozenset, enum.Enum, np.generic, DType, Device)  # outputs a plan may return as traced
+                   frozenset, enum.Enum, np.generic, DType, Device, SymInt, SymFloat)  # outputs a plan may return
+# (a returned SymInt/SymFloat comes back as each call's plain number: see resolve_output_statics)
 
 
 def _reusable(entry: Any, dims: dict | None) -> bool:

@@ -1,4 +1,4 @@
-"""Symbolic dimensions for `dynamic_dims`: ints that remember how they were computed.
+"""Symbolic dimensions for `dynamic_dims`: sizes that remember how they were computed.
 
 While tracing with ``dynamic_dims={0: {0: "B"}}``, ``x.shape[0]`` is a `SymInt`: it
 behaves as the concrete size seen at trace time, but arithmetic on it builds an
@@ -16,12 +16,17 @@ warns once per source line (`Tracer.specialize`). While tracing, text made by us
 is eager's digits ("32"); kiln's own text (graph dumps, messages) and any text made
 outside a trace is the expression ("B", "2*B"; `dim_text` asks for it explicitly). kiln's
 own code reads a traced size without specializing through `concrete`.
-Conversions that CPython or NumPy make without calling any method of the int cannot be
-seen: `UNCAUGHT_CONVERSIONS` lists them.
+
+SymInt and SymFloat are not subclasses of int and float, as PyTorch's SymInt is not:
+CPython and NumPy read an int subclass's value in C without calling any of its methods,
+so ``range(B)``, ``np.zeros(B)``, ``seq[:B]`` or ``math.log(B)`` would bake the traced
+size in silently. As plain objects they reach ``__index__``, ``__int__``, ``__float__`` or
+``__array__``, which specialize. Code that accepts sizes asks `kiln.sizes.is_int`.
 """
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import os
 import sys
@@ -31,6 +36,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..ops.primitive import trace_state
+from ..sizes import SymbolicNumber, concrete  # noqa: F401 (concrete: re-exported)
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv,
@@ -38,19 +44,6 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
     ">=": operator.ge,
 }
-
-UNCAUGHT_CONVERSIONS = (
-    "range(B)", "np.zeros(B), np.ones, np.empty, np.full, np.eye, np.arange(B), np.linspace(0, 1, B)",
-    "array.reshape(B, -1) on a NumPy array", "math.log(B), math.log2, math.log10, math.isqrt, math.comb, math.factorial",
-    "operator.index(B)", "'%d' % B, '%x' % B, bin(B), hex(B)", "seq[B], seq[:B], [0] * B, 'a' * B, bytes(B)",
-    "json.dumps(B)", "fractions.Fraction(B), decimal.Decimal(B)", "random.randrange(B)",
-    "math.sqrt(B / 2) and other math-module functions of a SymFloat",
-)
-"""Conversions of a symbolic size (B) into a plain value that happen in C without calling any
-method of the int (CPython and NumPy read an int subclass's value directly), so tracing cannot
-see them: the value seen at trace time is baked in silently. Checked empirically on CPython 3.11
-and NumPy 2 (tests/jit/test_symbolic_specialization.py)."""
-
 
 class Expr:
     """An arithmetic expression over named dims."""
@@ -110,13 +103,24 @@ def _expr_of(x: Any) -> Any:
     return e if e is not None else x
 
 
+def _operand(other: Any) -> Any:
+    """The other operand of a symbolic number's operator as a Python or symbolic number, or
+    None when the operator does not apply (NotImplemented). True is 1 (eager: 32 + True == 33)."""
+    if isinstance(other, (int, float, SymbolicNumber)):
+        return int(other) if isinstance(other, bool) else other
+    if isinstance(other, (np.integer, np.bool_)):
+        return int(other)
+    if isinstance(other, np.floating):
+        return float(other)
+    return None
+
+
 def _binop(op: str, reflected: bool = False) -> Callable:
     fn = _OPS[op]
 
     def method(self: Any, other: Any) -> Any:
-        if isinstance(other, bool):  # True is 1 (eager: 32 + True == 33), and must not fall to int's op
-            other = int(other)
-        if not isinstance(other, (int, float)):
+        other = _operand(other)
+        if other is None:
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
         value = fn(_plain(a), _plain(b))
@@ -186,7 +190,8 @@ def _compare(op: str) -> Callable:
     equality = op in ("==", "!=")
 
     def method(self: Any, other: Any) -> Any:
-        if not isinstance(other, (int, float)):
+        other = _operand(other)
+        if other is None:
             return NotImplemented
         a, b = _plain(self), _plain(other)
         result = fn(a, b)
@@ -234,21 +239,9 @@ def unique_guards(guards: list) -> tuple:
 
 def _plain(x: Any) -> Any:
     """The concrete number behind a symbolic one (plain numbers pass through); never specializes."""
-    if isinstance(x, SymInt):
-        return int.__int__(x)
-    if isinstance(x, SymFloat):
-        return float.__float__(x)
+    if isinstance(x, SymbolicNumber):
+        return x.value
     return x
-
-
-def concrete(x: Any) -> Any:
-    """The size traced for x, as a plain int/float, WITHOUT specializing the plan.
-
-    For kiln's own bookkeeping (consistency checks, sizes of arrays computed at trace time):
-    the caller promises the value is not baked into the plan. Anything else should convert
-    with int()/float(), which pins the size with a shape guard.
-    """
-    return _plain(x)
 
 
 def dim_text(d: Any) -> str:
@@ -339,9 +332,9 @@ def _specialize(values: tuple, how: str) -> None:
 
 def _converter(how: str, convert: Callable[..., Any]) -> Callable:
     """A conversion dunder: specializes (see `Tracer.specialize`), then converts the plain value."""
-    def method(self: Any, *args: Any) -> Any:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         _specialize((self,), how)
-        return convert(_plain(self), *args)
+        return convert(_plain(self), *args, **kwargs)
 
     return method
 
@@ -366,7 +359,8 @@ def _specializing_op(symbol: str, reflected: bool = False) -> Callable:
           "^": operator.xor}[symbol]
 
     def method(self: Any, other: Any, *mod: Any) -> Any:
-        if isinstance(other, bool) or not isinstance(other, (int, float)):
+        other = _operand(other)
+        if other is None:
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
         _specialize((a, b), f"`{{0}} {symbol} {{1}}`")
@@ -386,7 +380,8 @@ def _unary(name: str, fn: Callable[[Any], Any]) -> Callable:
 def _divmod(reflected: bool = False) -> Callable:
     """divmod stays symbolic: (a // b, a % b)."""
     def method(self: Any, other: Any) -> Any:
-        if isinstance(other, bool) or not isinstance(other, (int, float)):
+        other = _operand(other)
+        if other is None:
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
         return a // b, a % b
@@ -394,11 +389,17 @@ def _divmod(reflected: bool = False) -> Callable:
     return method
 
 
-class _SymbolicNumber:
+def _as_array(value: Any, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    return np.asarray(value, dtype=dtype)
+
+
+class _SymbolicNumber(SymbolicNumber):
     """Operators shared by SymInt and SymFloat: arithmetic builds expressions, comparisons
     answer with the concrete values (recording shape guards while tracing), and conversions
     to plain Python values specialize the plan (see the module docstring)."""
 
+    __slots__ = ("value", "expr")
+    value: Any
     expr: Expr
 
     __repr__ = _text("`repr({0})` (printing or formatting a shape tuple calls it)", repr)
@@ -428,26 +429,44 @@ class _SymbolicNumber:
     __ge__ = _compare(">=")
     __bool__ = _truth
     __abs__ = _unary("abs", abs)
-    __int__ = _converter("`int({0})` (NumPy's np.asarray, np.prod, np.int64 call it too)", int)
-    __float__ = _converter("`float({0})` (math.sqrt, math.exp and other float math call it too)", float)
+    __int__ = _converter("`int({0})` ('%d', np.int64 and kiln.tensor call it too)", int)
+    __float__ = _converter("`float({0})` (math.sqrt, math.log and other float math call it too)", float)
     __round__ = _converter("`round({0})`", round)
     __trunc__ = _converter("`math.trunc({0})`", math.trunc)
     __floor__ = _converter("`math.floor({0})`", math.floor)
     __ceil__ = _converter("`math.ceil({0})`", math.ceil)
+    __array__ = _converter("NumPy reading `{0}` (np.asarray, np.prod, np.array of a shape)", _as_array)
 
     def __pos__(self) -> Any:
         return self
 
+    def __hash__(self) -> int:
+        return hash(self.value)
 
-class SymInt(_SymbolicNumber, int):
-    """An int that carries an expression over symbolic dims."""
+    def __getattr__(self, name: str) -> Any:
+        """The plain number's public attributes and methods (``B.bit_length()``, ``n.real``),
+        read from the traced value: that specializes."""
+        if name.startswith("_") or not hasattr(self.value, name):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        _specialize((self,), f"`{{0}}.{name}`")
+        return getattr(self.value, name)
 
-    def __new__(cls, value: int, expr: Expr) -> "SymInt":
-        obj = int.__new__(cls, value)
-        obj.expr = expr
-        return obj
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.value, self.expr))
 
-    __index__ = _converter("`{0}.__index__()`", int)
+
+class SymInt(_SymbolicNumber):
+    """A size that carries an expression over symbolic dims; it acts as the int traced."""
+
+    __slots__ = ()
+    integral = True
+
+    def __init__(self, value: int, expr: Expr):
+        self.value = int(value)
+        self.expr = expr
+
+    __index__ = _converter("using `{0}` as an index or count (range, np.zeros, seq[:n], [0] * n call "
+                           "__index__)", int)
     __lshift__ = _specializing_op("<<")
     __rlshift__ = _specializing_op("<<", True)
     __rshift__ = _specializing_op(">>")
@@ -461,25 +480,24 @@ class SymInt(_SymbolicNumber, int):
     __invert__ = _unary("~", operator.invert)
 
     def __neg__(self) -> "SymInt":
-        return SymInt(-_plain(self), Expr("neg", self.expr))
-
-    def __hash__(self) -> int:
-        return int.__hash__(self)
+        return SymInt(-self.value, Expr("neg", self.expr))
 
 
-class SymFloat(_SymbolicNumber, float):
+class SymFloat(_SymbolicNumber):
     """A float computed from symbolic dims (e.g. 1 / B)."""
 
-    def __new__(cls, value: float, expr: Expr) -> "SymFloat":
-        obj = float.__new__(cls, value)
-        obj.expr = expr
-        return obj
+    __slots__ = ()
+
+    def __init__(self, value: float, expr: Expr):
+        self.value = float(value)
+        self.expr = expr
 
     def __neg__(self) -> "SymFloat":
-        return SymFloat(-_plain(self), Expr("neg", self.expr))
+        return SymFloat(-self.value, Expr("neg", self.expr))
 
-    def __hash__(self) -> int:
-        return float.__hash__(self)
+
+numbers.Integral.register(SymInt)
+numbers.Real.register(SymFloat)
 
 
 def is_symbolic(x: Any) -> bool:

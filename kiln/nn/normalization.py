@@ -5,6 +5,7 @@ from typing import Any, Sequence
 
 from .. import functional as F
 from ..functional.creation import ones, zeros
+from ..sizes import is_int
 from ..tensor import Tensor
 from . import init
 from .module import Module
@@ -22,7 +23,7 @@ class LayerNorm(Module):
                  elementwise_affine: bool = True, bias: bool = True, device: Any = None,
                  dtype: Any = None) -> None:
         super().__init__()
-        if isinstance(normalized_shape, int):
+        if is_int(normalized_shape):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(int(d) for d in normalized_shape)
         self.eps = eps

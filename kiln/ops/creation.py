@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from ..dtypes import get_dtype
+from ..sizes import is_int
 from .primitive import AbstractValue, Primitive
 
 
@@ -21,7 +22,7 @@ class Arange(Primitive):
     name = "arange"
 
     def abstract(self, *, start, stop, step, dtype, device):
-        if all(isinstance(v, int) for v in (start, stop, step)):  # integer ranges keep symbolic sizes
+        if all(is_int(v) for v in (start, stop, step)):  # integer ranges keep symbolic sizes
             length = max(0, (stop - start + step - 1) // step) if step > 0 else max(0, (start - stop - step - 1) // -step)
         else:
             length = max(0, math.ceil((stop - start) / step))

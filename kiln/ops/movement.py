@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .elementwise import F
+from ..sizes import concrete, concrete_all
 from .primitive import AbstractValue, Primitive, ShapeError
 
 
@@ -154,15 +155,15 @@ class Index(Primitive):
     is_view = True  # conservative: advanced indexing copies, basic indexing shares memory
 
     def abstract(self, x, *idx, spec):
-        dummy = np.broadcast_to(np.empty((), np.int8), x.shape)
-        arrays = [np.zeros(i.shape, np.bool_ if i.dtype.name == "bool" else np.intp) for i in idx]
+        # the traced sizes give the shape; symbolic_index_shape keeps the symbolic dims below
+        dummy = np.broadcast_to(np.empty((), np.int8), concrete_all(x.shape))
+        arrays = [np.zeros(concrete_all(i.shape), np.bool_ if i.dtype.name == "bool" else np.intp) for i in idx]
         try:
-            shape = dummy[resolve_index(spec, arrays)].shape
+            shape = dummy[concrete_all(resolve_index(spec, arrays))].shape
         except IndexError as exc:  # stays an IndexError, as in PyTorch and NumPy
             raise IndexError(f"index: {exc} (tensor of shape {tuple(x.shape)})") from None
         symbolic = symbolic_index_shape(tuple(x.shape), [tuple(i.shape) for i in idx], spec)
-        # operator.index reads a SymInt's traced size; int() would specialize it (kiln.jit.symbolic)
-        if symbolic is not None and len(symbolic) == len(shape) and all(operator.index(a) == b for a, b in zip(symbolic, shape)):
+        if symbolic is not None and len(symbolic) == len(shape) and all(concrete(a) == b for a, b in zip(symbolic, shape)):
             shape = symbolic  # same sizes, but dims computed from symbolic sizes stay symbolic
         return AbstractValue(shape, x.dtype)
 

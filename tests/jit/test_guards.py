@@ -928,9 +928,35 @@ def _():
     return _batch_case(lambda x: x * len(f"{x.shape[0]}"))
 
 
-@pattern("np.prod(x.shape)", "dynamic sizes", "specialize", match="int(", **_B)
+@pattern("np.prod(x.shape)", "dynamic sizes", "specialize", match="NumPy reading", **_B)
 def _():
     return _batch_case(lambda x: x / float(np.prod(x.shape)))
+
+
+@pattern("range(B)", "dynamic sizes", "specialize", match="index or count", **_B)
+def _():
+    return _batch_case(lambda x: x * sum(range(x.shape[0])))
+
+
+@pattern("np.zeros((B, 1))", "dynamic sizes", "specialize", match="index or count", **_B)
+def _():
+    return _batch_case(lambda x: x + kiln.tensor(np.full((x.shape[0], 1), 0.5, np.float32)))
+
+
+@pattern("a Python list sliced with B", "dynamic sizes", "specialize", match="index or count", **_B)
+def _():
+    return _batch_case(lambda x: x * float(sum([0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5][:x.shape[0]])))
+
+
+@pattern("math.log(B)", "dynamic sizes", "specialize", match="float(", **_B)
+def _():
+    import math
+    return _batch_case(lambda x: x * math.log(x.shape[0]))
+
+
+@pattern("'%d' % B", "dynamic sizes", "specialize", match="int(", **_B)
+def _():
+    return _batch_case(lambda x: x * len("%d" % (x.shape[0] * 1000)))
 
 
 @pattern("len(x)", "dynamic sizes", "specialize", match="int(", **_B)
