@@ -10,6 +10,7 @@ from ..dtypes import check_fits, default_float, get_dtype, scalar_dtype
 from ..ops.primitive import REGISTRY, bind, trace_state
 from ..ops.random_ops import normal_count, uniform_count
 from ..random import Generator, default_generator
+from ..sizes import is_int
 from ..tensor import Tensor
 from .checks import int_arg, size_tuple
 
@@ -94,8 +95,8 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if dtype is None:
-        is_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
-        dtype = "int64" if is_int else default_float
+        integral = all(is_int(v) or isinstance(v, np.integer) for v in (start, end, step))
+        dtype = "int64" if integral else default_float
     out = bind(_P["arange"], (), {"start": start, "stop": end, "step": step,
                                   "dtype": get_dtype(dtype).name, "device": get_device(device)})
     return _finish(out, requires_grad)
