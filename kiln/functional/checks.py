@@ -1,8 +1,8 @@
 """Argument checks shared by the functional ops: sizes that must be ints, indices in range.
 
-Index checks read the index tensor's real data (one min and one max), never through the
-tracer: under kiln.jit they run once, on the values seen at trace time, and compiled
-replays do not repeat them.
+Value checks (indices in range, class targets, integer divisors without zeros) are the
+check primitives of kiln/ops/checks.py: the op uses the checked tensor they return, so a
+compiled graph holds the check and every replay runs it, raising as eager does.
 """
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..ops.checks import CheckDivisor, CheckIndex, CheckTargets
+from ..ops.primitive import REGISTRY, bind, trace_state
+from ..tensor import Literal, Tensor
+
+_CHECK_INDEX: CheckIndex = REGISTRY["check_index"]  # type: ignore[assignment]
+_CHECK_TARGETS: CheckTargets = REGISTRY["check_targets"]  # type: ignore[assignment]
+_CHECK_DIVISOR: CheckDivisor = REGISTRY["check_divisor"]  # type: ignore[assignment]
 
 
 def size_tuple(op: str, shape: Sequence[Any], arg: str = "size") -> tuple:
@@ -58,34 +64,43 @@ def int_arg(op: str, arg: str, value: Any) -> int:
     raise TypeError(f"{op}(): argument '{arg}' must be an int, got {type(value).__name__} ({value!r})")
 
 
-def check_index_range(op: str, index: Tensor, size: int, what: str, *, allow_negative: bool = False) -> None:
-    """Raise IndexError unless every value of `index` lies in ``[0, size)``.
+def checked_index(op: str, index: Tensor, x: Tensor, dim: int | None, *, allow_negative: bool = False) -> Tensor:
+    """`index` after checking that every value indexes dim `dim` of `x` (IndexError otherwise).
 
-    With `allow_negative`, ``[-size, size)`` (negative indices count from the end). `what`
-    names the indexed dimension in the message, e.g. "dimension 1 with size 3".
+    Values must lie in ``[0, size)``, or ``[-size, size)`` with `allow_negative` (negative
+    indices count from the end). ``dim=None`` means the rows of an embedding table `x`.
+    Use the returned tensor as the index: while tracing it is the output of a
+    `check_index` node, so every compiled replay repeats the check.
     """
-    data = index._data
-    if data.size == 0:
-        return
-    lo, hi = int(data.min()), int(data.max())
-    low = -size if allow_negative else 0
-    if lo >= low and hi < size:
-        return
-    bad = lo if lo < low else hi
-    valid = f"{low} to {size - 1}" if size else "none: the dimension is empty"
-    note = "" if allow_negative or bad >= 0 else " (negative indices are not allowed here)"
-    raise IndexError(f"{op}: index {bad} is out of range for {what}; valid indices: {valid}{note}")
+    return _check(_CHECK_INDEX, index, {"op": op, "shape": tuple(x.shape), "dim": dim,
+                                        "allow_negative": allow_negative})
 
 
-def check_class_targets(op: str, target: Tensor, n_classes: int, ignore_index: int) -> None:
-    """Raise IndexError unless every target other than `ignore_index` is a class in ``[0, n_classes)``."""
-    data = target._data
-    if data.size == 0:
-        return
-    if int(data.min()) >= 0 and int(data.max()) < n_classes:
-        return
-    bad = data[(data != ignore_index) & ((data < 0) | (data >= n_classes))]
-    if bad.size:
-        raise IndexError(f"{op}: target {int(bad.reshape(-1)[0])} is out of bounds: class indices must lie "
-                         f"in [0, {n_classes - 1}] for an input with {n_classes} classes, or equal "
-                         f"ignore_index={ignore_index} to be skipped")
+def checked_targets(op: str, target: Tensor, n_classes: Any, ignore_index: int) -> Tensor:
+    """`target` after checking that every value other than `ignore_index` is a class in
+    ``[0, n_classes)`` (IndexError otherwise); use the result as the target (see `checked_index`)."""
+    return _check(_CHECK_TARGETS, target, {"op": op, "n_classes": n_classes, "ignore_index": ignore_index})
+
+
+def checked_divisor(op: str, a: Tensor, b: Tensor) -> Tensor:
+    """`b` after checking that it holds no zero when the operands are integers and `a` is not empty
+    (IntegerDivisionByZeroError otherwise; floats divide to inf or nan). Use the result as the divisor.
+
+    A baked literal divisor (``x // 2``) never changes, so it is checked here once and no
+    node is recorded for it. Emptiness is static: a dynamic dim is never 0 in a plan.
+    """
+    if a._data.dtype.kind not in "iu" or not a._data.size:
+        return b
+    if type(b) is Literal:
+        _CHECK_DIVISOR.kernel(b._device._xp or b._device.xp, b._data, op=op)
+        return b
+    return _check(_CHECK_DIVISOR, b, {"op": op})
+
+
+def _check(prim: Any, t: Tensor, params: dict) -> Tensor:
+    """Run a check primitive on `t`. Eager calls its kernel directly and hands `t` back (no new
+    tensor, no autograd bookkeeping); while tracing it binds, so the graph holds the check."""
+    if trace_state.tracer is None:
+        prim.kernel(t._device._xp or t._device.xp, t._data, **params)
+        return t
+    return bind(prim, (t,), params)

@@ -8,7 +8,7 @@ from .. import autograd
 from ..ops.primitive import REGISTRY, ShapeError, bind
 from ..tensor import Tensor
 from .activations import softmax
-from .checks import check_index_range
+from .checks import checked_index
 from .creation import arange, ones, rand
 from .math import (add, amax, cast, div, eq, ge, logical_not, matmul, mean, mul, rsqrt, sub, sum, where)
 from .shape import bind_index, masked_fill, pad, reshape, squeeze, swapaxes, transpose, tril, unsqueeze
@@ -255,9 +255,7 @@ def embedding(idx: Tensor, weight: Tensor, padding_idx: int | None = None) -> Te
     """
     if idx._data.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {idx.dtype.name}")
-    rows = weight._data.shape[0]
-    check_index_range("embedding", idx, rows, f"an embedding table of {rows} rows (weight shape "
-                      f"{tuple(weight._data.shape)})")
+    idx = checked_index("embedding", idx, weight, None)
     if padding_idx is not None and weight.requires_grad:
         rows = unsqueeze(eq(arange(weight.shape[0], device=weight.device), padding_idx % weight.shape[0]), 1)
         weight = where(rows, weight.detach(), weight)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .activations import log_softmax
-from .checks import check_class_targets
+from .checks import checked_targets
 from .math import (_count, abs, add, cast, div, exp, log1p, mean, mul, ne, neg, relu, sub, sum,
                    where)
 from .shape import gather_unchecked, squeeze, unsqueeze
@@ -55,7 +55,7 @@ def _nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index:
         raise ShapeError(f"nll_loss: input of shape {tuple(logp.shape)} needs a target of shape "
                          f"{expected}, got {tuple(target.shape)}")
     n_classes = logp.shape[1]
-    check_class_targets(op, target, logp._data.shape[1], ignore_index)
+    target = checked_targets(op, target, n_classes, ignore_index)
     valid = ne(target, ignore_index)
     safe_target = where(valid, target, 0)
     picked = squeeze(gather_unchecked(logp, 1, unsqueeze(safe_target, 1)), 1)  # targets checked above

@@ -12,8 +12,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dtypes import DType, bool_, default_float, get_dtype, promote, promote_with_scalar
+from ..ops.checks import IntegerDivisionByZeroError  # noqa: F401 (kiln.IntegerDivisionByZeroError)
 from ..ops.primitive import REGISTRY, ShapeError, bind, bind_binary, trace_state
 from ..tensor import Tensor, literal
+from .checks import checked_divisor
 
 _P = REGISTRY
 
@@ -120,31 +122,12 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
             a, b = cast(a, default_float), cast(b, default_float)
         return bind(_P["div"], (a, b), {})
     if rounding_mode == "floor":
-        _check_integer_divisor(a, b, "div(rounding_mode='floor')")
-        return _floor_divide(a, b)
+        return _floor_divide(a, checked_divisor("div(rounding_mode='floor')", a, b))
     if rounding_mode == "trunc":  # round toward zero; integer operands stay integers
-        _check_integer_divisor(a, b, "div(rounding_mode='trunc')")
-        q = div(a, b)
+        q = div(a, checked_divisor("div(rounding_mode='trunc')", a, b))
         t = where(lt(q, 0), ceil(q), floor(q))
         return cast(t, a.dtype) if a._data.dtype.kind != "f" else t
     raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
-
-
-class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
-    """Integer ``//`` or ``%`` by zero. PyTorch raises ``RuntimeError: ZeroDivisionError`` there;
-    this is both a ZeroDivisionError and a RuntimeError, so either ``except`` clause catches it."""
-
-
-def _check_integer_divisor(a: Tensor, b: Tensor, op: str) -> None:
-    """Raise IntegerDivisionByZeroError when integer operands divide by a zero (floats give inf/nan)."""
-    data = b._data
-    if (a._data.dtype.kind in "iu" and (b._device._xp or b._device.xp).count_nonzero(data) != data.size
-            and a._data.size):  # (an empty result divides nothing)
-        raise IntegerDivisionByZeroError(
-            f"ZeroDivisionError: {op}: integer division by zero (the {b.dtype.name} divisor holds a 0). "
-            "Fix: replace the zeros first, e.g. kiln.where(b == 0, 1, b), or divide in floating point "
-            "(a.float() // b gives inf or nan there)"
-        )
 
 
 def floor_divide(a: Any, b: Any) -> Tensor:
@@ -152,7 +135,7 @@ def floor_divide(a: Any, b: Any) -> Tensor:
     if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype is b._data.dtype):
         a, b = _operands(a, b)
     if a._data.dtype.kind != "f":
-        _check_integer_divisor(a, b, "floor_divide")
+        b = checked_divisor("floor_divide", a, b)
     return bind_binary(_P["floor_divide"], a, b)
 
 
@@ -167,7 +150,7 @@ def remainder(a: Any, b: Any) -> Tensor:
     Integer remainder by zero raises, as in PyTorch.
     """
     a, b = _operands(a, b)
-    _check_integer_divisor(a, b, "remainder")
+    b = checked_divisor("remainder", a, b)
     return sub(a, mul(_floor_divide(a, b), b))
 
 

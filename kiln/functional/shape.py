@@ -9,7 +9,7 @@ import numpy as np
 from ..ops.primitive import REGISTRY, ShapeError, bind
 from ..tensor import Tensor
 from ..dtypes import promote
-from .checks import check_index_range, size_tuple
+from .checks import checked_index, size_tuple
 from .math import _as_tensor, cast, normalize_axes, where
 
 _P = REGISTRY
@@ -322,17 +322,13 @@ def _check_integer_index(index: Tensor, op: str) -> None:
         raise TypeError(f"{op}: index must be an integer tensor (int64), got {index.dtype.name}")
 
 
-def _dim_what(x: Tensor, d: int) -> str:
-    return f"dimension {d} with size {x._data.shape[d]} (input shape {tuple(x._data.shape)})"
-
-
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """The entries of x at `index` (integers in [0, size)) along dim; negative indices raise, as in PyTorch."""
     d = normalize_axes(dim, x.ndim, "index_select")[0]
     spec = tuple(("t",) if i == d else ("s", None, None, None) for i in range(x.ndim))
     index = _as_tensor(index)
     _check_integer_index(index, "index_select")
-    check_index_range("index_select", index, x._data.shape[d], _dim_what(x, d))
+    index = checked_index("index_select", index, x, d)
     if index.ndim == 0:  # a 0-d index keeps the dim, with size 1 (as PyTorch)
         index = reshape(index, (1,))
     return bind_index(x, [index], spec)
@@ -342,7 +338,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = x[i][index[i][j]] for dim=1 (PyTorch semantics: indices in [0, size), no negatives)."""
     d = normalize_axes(dim, x.ndim, "gather")[0]
     _check_integer_index(index, "gather")
-    check_index_range("gather", index, x._data.shape[d], _dim_what(x, d))
+    index = checked_index("gather", index, x, d)
     return gather_unchecked(x, d, index)
 
 
@@ -364,7 +360,7 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """A copy of x with src added at index along dim (out-of-place scatter_add; indices in [0, size))."""
     d = normalize_axes(dim, x.ndim, "scatter_add")[0]
     _check_integer_index(index, "scatter_add")
-    check_index_range("scatter_add", index, x._data.shape[d], _dim_what(x, d))
+    index = checked_index("scatter_add", index, x, d)
     return scatter_add_unchecked(x, d, index, src)
 
 
@@ -382,7 +378,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int) -> Tensor:
     """`gather`, except that negative indices count from the end (as in PyTorch)."""
     d = normalize_axes(dim, x.ndim, "take_along_dim")[0]
     _check_integer_index(indices, "take_along_dim")
-    check_index_range("take_along_dim", indices, x._data.shape[d], _dim_what(x, d), allow_negative=True)
+    indices = checked_index("take_along_dim", indices, x, d, allow_negative=True)
     return gather_unchecked(x, d, indices)
 
 

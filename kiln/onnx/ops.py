@@ -204,14 +204,26 @@ def _unfold2d(ctx: Lowering, node: Node, ins: list) -> str:
     return ctx.b.op("Gather", [flat, index], hint="unfold2d", axis=2)
 
 
+def _check(ctx: Lowering, node: Node, ins: list) -> str:
+    """A runtime check (kiln/ops/checks.py) is the identity on values: its output is its input.
+
+    ONNX has no op that raises on bad data, so no node is emitted and the exported model does
+    not check: there, as ONNX defines them, Gather takes negative indices from the end and an
+    integer division by zero is undefined.
+    """
+    return ins[0]
+
+
 def _random(ctx: Lowering, node: Node, ins: list) -> str:
     ctx.unsupported(node, "random ops cannot be exported (ONNX has no counter-based generator); export the "
                           "model in eval mode, where dropout is off")
     raise AssertionError  # unreachable: unsupported() raises
 
 
-SYMBOLIC_PARAMS = frozenset({"full", "arange", "reshape", "expand", "pad", "index"})
-"""The lowerings that compute params holding dynamic dims (SymInts) at run time; others refuse them."""
+SYMBOLIC_PARAMS = frozenset({"full", "arange", "reshape", "expand", "pad", "index",
+                             "check_index", "check_targets", "check_divisor"})
+"""The lowerings that compute params holding dynamic dims (SymInts) at run time (the checks ignore
+theirs); others refuse them."""
 
 LOWERINGS: dict[str, Lower] = {
     **{name: _simple(op) for name, op in UNARY.items()},
@@ -222,6 +234,7 @@ LOWERINGS: dict[str, Lower] = {
     "flip": _flip, "gather": _gather, "scatter_add": _scatter_add, "index": lower_index,
     "sum": _reduce("ReduceSum", 13), "max": _reduce("ReduceMax", 18), "prod": _reduce("ReduceProd", 18),
     "argmax": _argmax, "cumsum": _cumsum, "einsum": _einsum, "unfold2d": _unfold2d,
+    "check_index": _check, "check_targets": _check, "check_divisor": _check,
     "uniform": _random, "normal": _random,
 }
 

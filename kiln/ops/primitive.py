@@ -50,6 +50,7 @@ class Primitive:
     saves_output: bool = False  # the VJP reads the output (via node.output())
     is_view: bool = False  # the output may share memory with input 0
     is_random: bool = False  # consumes random numbers (kiln.random)
+    is_check: bool = False  # a runtime check (kiln/ops/checks.py): raises on bad data; passes keep it
     c_expr: str | None = None  # elementwise C template, operands {0}, {1}, ...
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

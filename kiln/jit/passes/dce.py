@@ -1,11 +1,15 @@
-"""DeadNodeElim: drop nodes whose outputs reach no output or state write."""
+"""DeadNodeElim: drop nodes whose outputs reach no output, state write or runtime check."""
 from __future__ import annotations
 
 from ..ir import Graph
 
 
 class DeadNodeElim:
-    """Reverse liveness from the outputs and state writes (nodes nothing live reads are dropped)."""
+    """Reverse liveness from the outputs and state writes (nodes nothing live reads are dropped).
+
+    Runtime checks (`prim.is_check`: an index range, a zero divisor) are roots too: eager
+    raises on bad data even when the checked op's result goes unused, so the plan must.
+    """
 
     name = "DeadNodeElim"
 
@@ -13,7 +17,7 @@ class DeadNodeElim:
         live = {v.id for v in graph.live_roots()}
         kept: set[int] = set()
         for node in reversed(graph.nodes):
-            if node.out.id in live:
+            if node.out.id in live or getattr(node.prim, "is_check", False):
                 kept.add(node.out.id)
                 live.update(v.id for v in node.inputs)
         if len(kept) == len(graph.nodes):
