@@ -14,6 +14,7 @@ import numpy as np
 from ..ops.checks import CheckDivisor, CheckIndex, CheckTargets
 from ..ops.primitive import REGISTRY, bind, trace_state
 from ..tensor import Literal, Tensor
+from ..sizes import is_int
 
 _CHECK_INDEX: CheckIndex = REGISTRY["check_index"]  # type: ignore[assignment]
 _CHECK_TARGETS: CheckTargets = REGISTRY["check_targets"]  # type: ignore[assignment]
@@ -39,7 +40,7 @@ def _size_element(op: str, arg: str, pos: int, d: Any) -> int:
     if isinstance(d, (bool, np.bool_)):
         raise TypeError(f"{op}(): argument '{arg}' must be a tuple of ints, but found element of type "
                         f"bool at pos {pos} ({d!r}); pass the size as an int, e.g. {int(d)}")
-    if isinstance(d, int):  # an int subclass: a SymInt (dynamic_dims) stays symbolic
+    if is_int(d):  # a SymInt (dynamic_dims) stays symbolic
         return d
     try:
         return operator.index(d)  # NumPy integers, 0-d integer tensors
@@ -55,7 +56,7 @@ def int_arg(op: str, arg: str, value: Any) -> int:
     if value.__class__ is int:
         return value
     if not isinstance(value, (bool, np.bool_)):
-        if isinstance(value, int):
+        if is_int(value):
             return value
         try:
             return operator.index(value)

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from .. import autograd
 from ..ops.primitive import REGISTRY, ShapeError, bind
+from ..sizes import is_int
 from ..tensor import Tensor
 from .activations import softmax
 from .checks import checked_index
@@ -199,7 +200,7 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = Fa
 def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing `normalized_shape` dims, then scale and shift."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    shape = (normalized_shape,) if is_int(normalized_shape) else tuple(normalized_shape)
     if tuple(x.shape[x.ndim - len(shape):]) != shape:
         raise ShapeError(f"layer_norm: normalized_shape {shape} does not match the trailing dims of "
                          f"input shape {tuple(x.shape)}")

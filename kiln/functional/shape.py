@@ -9,6 +9,7 @@ import numpy as np
 from ..ops.primitive import REGISTRY, ShapeError, bind
 from ..tensor import Tensor
 from ..dtypes import promote
+from ..sizes import is_int
 from .checks import checked_index, size_tuple
 from .math import _as_tensor, cast, normalize_axes, where
 
@@ -187,7 +188,7 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
     """Split into chunks of a size, or of the given list of sizes."""
     d = normalize_axes(dim, x.ndim, "split")[0]
     size = x.shape[d]
-    if isinstance(split_size_or_sections, int):
+    if is_int(split_size_or_sections):
         step = split_size_or_sections
         if step <= 0:
             raise ValueError(f"split: split size must be positive, got {step}")
@@ -265,7 +266,7 @@ def _index_spec(x: Tensor, index: Any) -> tuple[tuple, list[Tensor]]:
         elif isinstance(item, (bool, np.bool_)):
             spec.append(("t",))
             tensors.append(Tensor._wrap(np.asarray(bool(item))))
-        elif isinstance(item, (int, np.integer)):
+        elif is_int(item) or isinstance(item, np.integer):
             spec.append(("i", int(item)))
         elif isinstance(item, Tensor) and item.ndim == 0 and item._data.dtype.kind in "iu":
             spec.append(("i", int(item)))
@@ -286,7 +287,7 @@ def _index_spec(x: Tensor, index: Any) -> tuple[tuple, list[Tensor]]:
 
 
 def _int_or_none(v: Any) -> int | None:
-    return None if v is None else (v if isinstance(v, int) else int(v))  # SymInt bounds stay symbolic
+    return None if v is None else (v if is_int(v) else int(v))  # SymInt bounds stay symbolic
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:
