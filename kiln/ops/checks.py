@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..sizes import concrete
 from .primitive import Primitive
 
 
@@ -30,11 +31,7 @@ class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
 def _plain(d: Any) -> int:
     """A size param as a plain int. While tracing, bind hands the kernel the traced SymInts:
     reading them through `concrete` neither specializes the plan nor records a shape guard."""
-    if d.__class__ is int:
-        return d
-    from ..jit.symbolic import concrete  # noqa: PLC0415 - only symbolic sizes get here
-
-    return int(concrete(d))
+    return d if d.__class__ is int else int(concrete(d))
 
 
 class Check(Primitive):
