@@ -48,6 +48,24 @@ def _reusable(entry: Any, dims: dict | None) -> bool:
     return _stale_reason(entry, dims) is None
 
 
+MAX_SIZE_VARIANTS = 4  # plans kept under one key that differ only in the sizes they specialized to
+
+
+def _serving(entry: Any, dims: dict | None) -> Any:
+    """The plan among `entry` and its size variants that can serve this call, or None.
+
+    Plans specialized to different sizes of a dynamic dim (``int(B)``, a branch on B) share
+    one key; each keeps the others it replaced in `size_variants`, so calls alternating
+    between sizes reuse them instead of retracing every call.
+    """
+    if _reusable(entry, dims):
+        return entry
+    for variant in getattr(entry, "size_variants", ()):
+        if _reusable(variant, dims):
+            return variant
+    return None
+
+
 def _stale_reason(entry: Any, dims: dict | None) -> MissReason | None:
     """Why a cached entry with this call's key cannot serve it (None when it can)."""
     for tensor, requires_grad in getattr(entry, "captured", ()):
@@ -127,8 +145,10 @@ class JITFunction:
         leaves, treedef = self._flatten_call(args, kwargs)
         key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
         entry = self._cache.get(key)
-        if entry is not None and _reusable(entry, dims):
-            return self._run_cached(entry, args, kwargs, leaves, dims)
+        if entry is not None:
+            serving = _serving(entry, dims)
+            if serving is not None:
+                return self._run_cached(serving, args, kwargs, leaves, dims)
         return self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
 
     def _run_cached(self, entry: Any, args: tuple, kwargs: dict, leaves: list, dims: dict | None) -> Any:
@@ -176,10 +196,11 @@ class JITFunction:
         with self._lock:
             if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
                 key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
-            entry = self._cache.get(key)
-            if entry is not None and _reusable(entry, dims):  # another thread compiled it meanwhile
-                return self._run_cached(entry, args, kwargs, leaves, dims)
-            stale = _stale_reason(entry, dims) if entry is not None else None  # same key, but it cannot serve
+            old = self._cache.get(key)
+            serving = _serving(old, dims) if old is not None else None
+            if serving is not None:  # another thread compiled it meanwhile
+                return self._run_cached(serving, args, kwargs, leaves, dims)
+            stale = _stale_reason(old, dims) if old is not None else None  # same key, but it cannot serve
             start = time.perf_counter()
             mark = self._log.mark()
             try:
@@ -196,7 +217,12 @@ class JITFunction:
                 self._pass_logs.pop(key, None)
                 raise
             self.stats.misses += 1
-            self.stats.evictions += stale is not None
+            if stale is not None and stale.kind == "shape guard" and getattr(entry, "kind", None) != "fallback":
+                variants = [old, *getattr(old, "size_variants", ())]  # kept: another size may come back
+                entry.size_variants = variants[:MAX_SIZE_VARIANTS - 1]
+                self.stats.evictions += len(variants) - len(entry.size_variants)
+            else:
+                self.stats.evictions += stale is not None
             for old in self._cache.put(key, entry):
                 self.stats.evictions += 1
                 self._pass_logs.pop(old, None)

@@ -311,3 +311,25 @@ def test_specialization_is_not_a_graph_break_even_with_fullgraph(backend):
             f(_rows(3))
         except GraphBreakError:  # pragma: no cover - the failure this test guards against
             pytest.fail("specializing must not break the graph")
+
+
+def test_alternating_sizes_reuse_their_specialized_plans(backend):
+    """Plans specialized to different sizes share one key; alternating sizes reuse them."""
+    def fn(x):
+        return x * int(x.shape[0])
+
+    f, warned = _run(fn, backend, sizes=(4, 6, 4, 6, 4, 6, 5, 4, 6, 5))
+    assert f.stats.traces == 3 and f.stats.hits == 7 and f.stats.evictions == 0
+    assert len(warned) == 1
+
+
+def test_size_variants_are_bounded(backend):
+    from kiln.jit.function import MAX_SIZE_VARIANTS
+
+    def fn(x):
+        return x * int(x.shape[0])
+
+    sizes = tuple(range(4, 5 + MAX_SIZE_VARIANTS))  # one size more than the variants kept
+    f, _ = _run(fn, backend, sizes=sizes + (sizes[-1], sizes[1], sizes[0]))
+    # the oldest size made way, and retraces when it comes back (evicting the next oldest)
+    assert f.stats.traces == len(sizes) + 1 and f.stats.hits == 2 and f.stats.evictions == 2
