@@ -9,6 +9,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import kiln  # noqa: E402
+from kiln.jit import debug as _jit_debug  # noqa: E402
+
+# Every graph a compiler pass returns is checked (Graph.verify) while the tests run, so a
+# pass that breaks the IR fails the test that compiled it, naming the pass.
+_jit_debug.set_verify(True)
 
 
 @pytest.fixture(autouse=True)

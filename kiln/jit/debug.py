@@ -3,7 +3,11 @@
 Set the environment variable before or while running::
 
     KILN_DEBUG=1 python train.py               # everything ("1", "true", "yes" and "all" work)
-    KILN_DEBUG=miss,passes python train.py     # a comma list of topics: trace, miss, passes
+    KILN_DEBUG=miss,passes python train.py     # a comma list of topics: trace, miss, passes, graphs, verify
+
+`graphs` logs the graph text after each pass that changed it. `verify` checks every graph
+a pass returns (`Graph.verify`); any KILN_DEBUG setting that switches a topic on does that
+too, and `set_verify(True)` does it with KILN_DEBUG unset (the test suite turns it on).
 
 Records go to the standard ``logging`` logger ``"kiln.jit"`` at DEBUG level. When the
 application has configured no logging handler, they are printed to stderr as
@@ -19,15 +23,17 @@ import sys
 from typing import Any, Iterable
 
 ENV_VAR = "KILN_DEBUG"
-TOPICS = ("trace", "miss", "passes")
+TOPICS = ("trace", "miss", "passes", "graphs", "verify")
 _ALL = frozenset(TOPICS)
 _ON = {"1", "true", "yes", "all", "on"}
 _OFF = {"", "0", "false", "no", "none", "off"}
 _ALIASES = {"trace": "trace", "traces": "trace", "miss": "miss", "misses": "miss",
-            "pass": "passes", "passes": "passes"}
+            "pass": "passes", "passes": "passes", "graph": "graphs", "graphs": "graphs",
+            "verify": "verify"}
 
 logger = logging.getLogger("kiln.jit")
 _warned: set[str] = set()
+_always_verify = False  # set_verify(True): verify every pass's graph even with KILN_DEBUG unset
 
 
 def enabled_topics(value: str | None = None) -> frozenset[str]:
@@ -53,6 +59,21 @@ def enabled(topic: str) -> bool:
     """Whether KILN_DEBUG asks for `topic` right now."""
     value = os.environ.get(ENV_VAR)
     return bool(value) and topic in enabled_topics(value)
+
+
+def set_verify(on: bool) -> bool:
+    """Verify every graph a pass returns (`Graph.verify`) whatever KILN_DEBUG says; returns the old setting."""
+    global _always_verify
+    old, _always_verify = _always_verify, bool(on)
+    return old
+
+
+def verify_enabled() -> bool:
+    """Whether passes' graphs are verified now: `set_verify(True)`, or KILN_DEBUG switches any topic on."""
+    if _always_verify:
+        return True
+    value = os.environ.get(ENV_VAR)
+    return bool(value) and bool(enabled_topics(value))
 
 
 class _StderrHandler(logging.Handler):
@@ -113,13 +134,22 @@ def log_miss(name: str, number: int, reasons: Iterable[str]) -> None:
 
 
 def log_passes(name: str, log: Any, backward_log: Any = None) -> None:
-    """Each pass of a compile: name, nodes before -> after, milliseconds (forward, then backward)."""
-    if not enabled("passes"):
+    """Each pass of a compile: name, nodes before -> after, milliseconds (forward, then backward);
+    with the `graphs` topic, the graph text before the first pass and after each pass that changed it."""
+    topics = enabled_topics() if os.environ.get(ENV_VAR) else frozenset()
+    passes, graphs = "passes" in topics, "graphs" in topics
+    if not (passes or graphs):
         return
     for label, records in (("forward", log), ("backward", backward_log)):
         if records is None:
             continue
-        for r in records.records:
-            detail = f"  [{r.detail}]" if r.detail else ""
-            _log(f"pass {name} {label} {r.name}: {r.nodes_before} -> {r.nodes_after} nodes, "
-                 f"{r.ms:.3f} ms{detail}")
+        first, changed = records.changed_texts() if graphs else ("", {})
+        if graphs and records.input is not None:
+            _log(f"graph {name} {label} before the passes:\n{first}")
+        for i, r in enumerate(records.records):
+            if passes:
+                detail = f"  [{r.detail}]" if r.detail else ""
+                _log(f"pass {name} {label} {r.name}: {r.nodes_before} -> {r.nodes_after} nodes, "
+                     f"{r.ms:.3f} ms{detail}")
+            if i in changed:
+                _log(f"graph {name} {label} {r.label()}:\n{changed[i]}")

@@ -132,6 +132,7 @@ class JITFunction:
         self._warned: set[str] = set()
         self._log = MissLog(self.__name__, self.stats, self._warn_once)
         self._pass_logs: dict[CacheKey, PassLog] = {}
+        self._latest_logs: tuple = ()  # the latest compile's (name, PassLog): the only ones keeping graphs
         self._keys = KeyBuilder(fn, self.dynamic_dims, self.backend_name)
         self._owner = _module_of(fn)  # a bound module method is keyed like a compiled module
         self._module_state = ModuleState()
@@ -246,6 +247,10 @@ class JITFunction:
             return FallbackEntry(tracer.graph_break)
         built = build_entry(traced, passes=self.passes, lower=self._lower, backend=self.backend_name)
         self._pass_logs[key] = built.log
+        for _, old in self._latest_logs:
+            old.drop_graphs()  # keep the graphs of one compile only: memory stays flat
+        self._latest_logs = (("forward", built.log),) + (
+            (("backward", built.backward_log),) if built.backward_log is not None else ())
         debug.log_passes(self.__name__, built.log, built.backward_log)
         self._log.lines.append(built.summary)
         if self.show_graph:
@@ -279,15 +284,30 @@ class JITFunction:
         warn_once(self._warned, tag, message)
 
     # ---- introspection ----------------------------------------------------------------
-    def explain(self) -> str:
-        """Why each miss happened, and each pass with node counts before and after."""
-        return self._log.text()
+    def explain(self, graphs: bool = False) -> str:
+        """Why each miss happened, and each pass with node counts before and after.
+
+        With ``graphs=True`` the text ends with the graphs of the latest compile: the graph
+        the passes were given, then the graph after each pass that changed it (forward,
+        then backward for a training plan).
+        """
+        text = self._log.text()
+        if not graphs:
+            return text
+        if not self._latest_logs:
+            return text + "\ngraphs of the latest compile: none (nothing compiled yet)"
+        parts = [text, "graphs of the latest compile:"]
+        for label, log in self._latest_logs:
+            parts.append(f"  {label}:")
+            parts.append(log.graphs_text(indent="    "))
+        return "\n".join(parts)
 
     def invalidate_cache(self) -> None:
         """Drop every cached plan; the next call traces again."""
         with self._lock:
             self._cache.clear()
             self._pass_logs.clear()
+            self._latest_logs = ()
             self.stats.cache_size = 0
             self._log.lines.append("cache invalidated")
 

@@ -8,17 +8,50 @@ writes (values copied back into buffers after each call, e.g. BatchNorm stats).
 from __future__ import annotations
 
 import itertools
+import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
 from ..dtypes import DType
-from ..ops.primitive import Primitive
+from ..ops.primitive import AbstractValue, Primitive, trace_state
 from .symbolic import dim_text
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "bool"}
 _ids = itertools.count()
+LITERAL_PRINT_LIMIT = 8  # literals with more elements print as ``f32[1024]{...#crc}``, not their values
+
+
+class GraphVerificationError(ValueError):
+    """`Graph.verify` found a broken graph: a value used before (or without) its definition,
+    an output nothing defines, or a node whose shape or dtype disagrees with its primitive's
+    abstract rule. The message names the node (as its xpr line), the pass that ran last
+    when known, what was expected and what was found; the parts are also attributes."""
+
+    def __init__(self, problem: str, *, node_text: str | None = None, node_index: int | None = None,
+                 pass_name: str | None = None, expected: str | None = None, found: str | None = None,
+                 where: str | None = None):
+        self.problem = problem
+        self.node_text = node_text
+        self.node_index = node_index
+        self.pass_name = pass_name
+        self.expected = expected
+        self.found = found
+        where = where or (f"after pass {pass_name}" if pass_name else None)
+        parts = [f"invalid graph{f' ({where})' if where else ''}: {problem}"]
+        if node_text is not None:
+            parts.append(f"  at node {node_index}: {node_text}")
+        if expected is not None or found is not None:
+            parts.append(f"  expected: {expected}")
+            parts.append(f"  found:    {found}")
+        super().__init__("\n".join(parts))
+
+
+def type_text(shape: tuple, dtype: Any) -> str:
+    """A type as xpr text: ``f32[B,784]`` (symbolic dims print as their expression, not the traced size)."""
+    name = getattr(dtype, "name", str(dtype))
+    return f"{_SHORT.get(name, name)}[{','.join(dim_text(d) for d in shape)}]"
 
 
 class Value:
@@ -33,8 +66,7 @@ class Value:
         self.device = device
 
     def type_str(self) -> str:
-        dims = ",".join(dim_text(d) for d in self.shape)  # B*2, not the traced size
-        return f"{_SHORT.get(self.dtype.name, self.dtype.name)}[{dims}]"
+        return type_text(self.shape, self.dtype)
 
     def __repr__(self) -> str:
         return f"%{self.id}:{self.type_str()}"
@@ -69,6 +101,11 @@ class Node:
     def __repr__(self) -> str:
         return f"{self.out!r} = {self.prim.name}({', '.join(repr(v) for v in self.inputs)})"
 
+    def rename_inputs(self, mapping: Mapping[int, "Value"]) -> None:
+        """Point each input whose id is a key of `mapping` at the value it maps to."""
+        if any(v.id in mapping for v in self.inputs):
+            self.inputs = [mapping.get(v.id, v) for v in self.inputs]
+
 
 @dataclass
 class StateWrite:
@@ -89,6 +126,7 @@ class Graph:
     outputs: list[Value] = field(default_factory=list)
     state_writes: list[StateWrite] = field(default_factory=list)
     requires_grad: set = field(default_factory=set)  # ids of values that carry gradient
+    last_pass = None  # not a field: run_pass sets it to the name of the pass that returned this graph
 
     def copy(self) -> "Graph":
         """A shallow copy whose node list and outputs can be edited independently."""
@@ -122,7 +160,7 @@ class Graph:
 
     def signature(self) -> tuple:
         """A structural fingerprint: equal for graphs that compute the same way."""
-        names = _Namer(self)
+        names = _Namer(self, exact=True)
         parts = [tuple((v.type_str(), s.kind) for v, s in zip(self.inputs, self.specs))]
         for n in self.nodes:
             parts.append((n.prim.name, tuple(names(v) for v in n.inputs), param_key(n.params), n.out.type_str()))
@@ -133,13 +171,131 @@ class Graph:
     def structure_hash(self) -> int:
         return hash(self.signature())
 
-    def replace_uses(self, old: Value, new: Value) -> None:
-        """Point every use of `old` (in nodes, outputs, state writes) at `new`."""
+    # ---- editing --------------------------------------------------------------------
+    def replace_all_uses(self, old: Value, new: Value) -> None:
+        """Point every use of `old` (node inputs, outputs, state writes) at `new`, in place.
+
+        Call it on a copy (`copy()`), never on a graph a pass was given.
+        """
+        self.rename_uses({old.id: new})
+
+    replace_uses = replace_all_uses  # the older name
+
+    def rename_uses(self, mapping: Mapping[int, Value], *, requires_grad: bool = False) -> None:
+        """Replace values by id everywhere they are used: ``mapping`` is old value id -> new value.
+
+        Node inputs, outputs and state writes are rewired in place (one lookup per use,
+        no chains followed); definitions are left alone, so a replaced node stays until
+        dead-node elimination drops it. With ``requires_grad=True`` a new value also
+        requires grad when the value it replaces did.
+        """
+        if not mapping:
+            return
         for n in self.nodes:
-            if any(v is old for v in n.inputs):
-                n.inputs = [new if v is old else v for v in n.inputs]
-        self.outputs = [new if v is old else v for v in self.outputs]
-        self.state_writes = [StateWrite(w.kind, w.ref, new) if w.value is old else w for w in self.state_writes]
+            n.rename_inputs(mapping)
+        if any(v.id in mapping for v in self.outputs):
+            self.outputs = [mapping.get(v.id, v) for v in self.outputs]
+        if any(w.value.id in mapping for w in self.state_writes):  # new records: copies may share them
+            self.state_writes = [StateWrite(w.kind, w.ref, mapping[w.value.id]) if w.value.id in mapping else w
+                                 for w in self.state_writes]
+        if requires_grad and self.requires_grad:
+            self.requires_grad |= {mapping[i].id for i in list(self.requires_grad) if i in mapping}
+
+    # ---- checking -----------------------------------------------------------------
+    def verify(self, after: str | None = None, *, where: str | None = None) -> None:
+        """Check that the graph is well formed; raise `GraphVerificationError` if it is not.
+
+        Checks: inputs and specs pair up; every node operand is defined earlier (a graph
+        input, a literal or an earlier node's output) and every value is defined once;
+        outputs and state writes refer to defined values; and each node's shape and dtype
+        are what its primitive's abstract rule gives for its operand types and params
+        (symbolic dims compare by their expression text: ``B*2`` equals ``B*2``).
+
+        `after` names the pass that produced the graph (default: `last_pass`, which
+        `run_pass` sets); `where` replaces the whole "after pass ..." phrase.
+        """
+        problem = self._first_problem()
+        if problem is not None:
+            after = after if after is not None else self.last_pass
+            raise GraphVerificationError(problem.pop("problem"), pass_name=after, where=where, **problem)
+
+    def _first_problem(self) -> dict | None:
+        """The first thing wrong with the graph, as GraphVerificationError's keyword arguments."""
+        if len(self.inputs) != len(self.specs):
+            return dict(problem="the inputs and their specs differ in number",
+                        expected=f"{len(self.inputs)} specs, one per input", found=f"{len(self.specs)} specs")
+        defined: set[int] = set()
+        for v in self.inputs:
+            if v.id in defined:
+                return dict(problem=f"input {self._name(v)} is listed twice")
+            defined.add(v.id)
+        position = {n.out.id: i for i, n in enumerate(self.nodes)}
+        saved, trace_state.tracer = trace_state.tracer, None  # abstract rules must not guard a live trace
+        try:
+            for i, n in enumerate(self.nodes):
+                for k, v in enumerate(n.inputs):
+                    if v.id not in defined:
+                        return self._undefined(v, f"operand {k}", position, i)
+                if n.out.id in defined:
+                    return self._at(i, f"{self._name(n.out)} is defined twice (each value has one definition)",
+                                    expected="a new value", found=f"{self._name(n.out)}, defined before")
+                problem = self._type_problem(i, n)
+                if problem is not None:
+                    return problem
+                defined.add(n.out.id)
+        finally:
+            trace_state.tracer = saved
+        for k, v in enumerate(self.outputs):
+            if v.id not in defined:
+                return self._undefined(v, f"output {k}", position, None)
+        for k, w in enumerate(self.state_writes):
+            if w.value.id not in defined:
+                return self._undefined(w.value, f"state write {k} ({self._write_target(w)})", position, None)
+        return None
+
+    def _type_problem(self, i: int, n: Node) -> dict | None:
+        """A disagreement between node `i` and its primitive's abstract rule, or None."""
+        operands = ", ".join(v.type_str() for v in n.inputs) or "no operands"
+        try:
+            aval = n.prim.abstract(*[AbstractValue(v.shape, v.dtype) for v in n.inputs], **n.params)
+        except NotImplementedError:
+            return None  # a primitive without a shape rule (a backend's fused kernel): nothing to compare
+        except Exception as exc:  # noqa: BLE001 - the rule rejects the operands: that is the report
+            return self._at(i, f"{n.prim.name}'s abstract rule rejects the operands",
+                            expected=f"operands that {n.prim.name} accepts",
+                            found=f"{operands}: {type(exc).__name__}: {exc}")
+        shape_ok = same_shape(tuple(aval.shape), n.out.shape)
+        if shape_ok and aval.dtype == n.out.dtype:
+            return None
+        return self._at(i, f"the {'dtype' if shape_ok else 'shape'} of {self._name(n.out)} disagrees with "
+                           f"{n.prim.name}'s abstract rule",
+                        expected=f"{type_text(aval.shape, aval.dtype)} ({n.prim.name} of {operands})",
+                        found=n.out.type_str())
+
+    def _undefined(self, v: Value, use: str, position: dict[int, int], at: int | None) -> dict:
+        """The problem dict for a use of `v` (by node `at`, or an output) with no definition before it."""
+        name = self._name(v)
+        j = position.get(v.id)
+        before = f"node {at}" if at is not None else "the outputs"
+        expected = f"{name} defined by an input, a literal or a node before {before}"
+        if j is not None:
+            problem = f"{use} uses {name} before its definition"
+            found = f"{name} defined later, by node {j}: {self._line(self.nodes[j])}"
+        else:
+            problem = f"{use} uses {name}:{v.type_str()}, which no input, literal or node defines"
+            found = f"no definition of {name}"
+        if at is None:
+            return dict(problem=problem, expected=expected, found=found)
+        return self._at(at, problem, expected=expected, found=found)
+
+    def _at(self, i: int, problem: str, **parts: str) -> dict:
+        return dict(problem=problem, node_index=i, node_text=self._line(self.nodes[i]), **parts)
+
+    def _name(self, v: Value) -> str:
+        return _Namer(self)(v)
+
+    def _line(self, n: Node) -> str:
+        return _node_line(_Namer(self), n)
 
     # ---- printing -----------------------------------------------------------------
     def __str__(self) -> str:
@@ -150,11 +306,7 @@ class Graph:
         names = _Namer(self)
         header = " ".join(f"{names(v)}:{v.type_str()}" for v, s in zip(self.inputs, self.specs)
                           if s.literal is None)
-        lines = []
-        for n in self.nodes:
-            args = " ".join(names(v) for v in n.inputs)
-            params = _format_params(n.params)
-            lines.append(f"{names(n.out)}:{n.out.type_str()} = {n.prim.name}{params}{' ' + args if args else ''}")
+        lines = [_node_line(names, n) for n in self.nodes]
         outs = ", ".join(names(v) for v in self.outputs)
         text = "{ lambda " + header + " ;\n"
         if lines:
@@ -191,9 +343,14 @@ class Graph:
 
 
 class _Namer:
-    """Short names a, b, ..., z, ba, bb, ... in order of first appearance; literals print as values."""
+    """Short names a, b, ..., z, ba, bb, ... in order of first appearance; literals print as values.
 
-    def __init__(self, graph: Graph):
+    With ``exact=True`` a literal is named by its full content (dtype, shape and bytes), for
+    signatures: printed text elides large literals, a signature must tell them apart.
+    """
+
+    def __init__(self, graph: Graph, exact: bool = False):
+        self.exact = exact
         self.names: dict[int, str] = {}
         self.literals = {v.id: s.literal for v, s in zip(graph.inputs, graph.specs) if s.literal is not None}
         for v, s in zip(graph.inputs, graph.specs):
@@ -204,6 +361,8 @@ class _Namer:
 
     def __call__(self, v: Value) -> str:
         if v.id in self.literals:
+            if self.exact:
+                return _exact_literal(self.literals[v.id])
             return _format_literal(self.literals[v.id])
         name = self.names.get(v.id)
         if name is None:
@@ -220,8 +379,37 @@ def _letters(i: int) -> str:
             return s
 
 
+def _node_line(names: "_Namer", n: Node) -> str:
+    """One node as an xpr ``let`` line: ``d:f32[2,4] = add c b``."""
+    args = " ".join(names(v) for v in n.inputs)
+    return f"{names(n.out)}:{n.out.type_str()} = {n.prim.name}{_format_params(n.params)}{' ' + args if args else ''}"
+
+
+def same_shape(a: tuple, b: tuple) -> bool:
+    """Whether two shapes agree dim by dim; a symbolic dim equals one that prints the same (``B*2``)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if getattr(x, "expr", None) is None and getattr(y, "expr", None) is None:
+            if x != y:
+                return False
+        elif dim_text(x) != dim_text(y):
+            return False
+    return True
+
+
+def _exact_literal(value: Any) -> Any:
+    arr = np.asarray(value)
+    if arr.size <= LITERAL_PRINT_LIMIT:
+        return _format_literal(arr)  # as printed: keeps signatures of small graphs as they were
+    return ("literal", arr.dtype.str, arr.shape, np.ascontiguousarray(arr).tobytes())
+
+
 def _format_literal(value: Any) -> str:
     arr = np.asarray(value)
+    if arr.size > LITERAL_PRINT_LIMIT:
+        digest = zlib.crc32(np.ascontiguousarray(arr).tobytes()) & 0xFFFFFFFF
+        return f"{type_text(arr.shape, arr.dtype)}{{...#{digest:08x}}}"
     if arr.size != 1:
         return "const" + repr(arr.tolist()).replace(" ", "")
     arr = arr.reshape(())

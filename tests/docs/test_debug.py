@@ -32,7 +32,7 @@ def _scaled_sum(x, w):
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", "yes", "all", " all ", "on"])
 def test_switch_on_words_enable_every_topic(value):
-    assert debug.enabled_topics(value) == {"trace", "miss", "passes"}
+    assert debug.enabled_topics(value) == {"trace", "miss", "passes", "graphs", "verify"}
 
 
 @pytest.mark.parametrize("value", ["", "0", "false", "no", "off"])
@@ -44,14 +44,15 @@ def test_a_comma_list_selects_topics():
     assert debug.enabled_topics("trace,miss") == {"trace", "miss"}
     assert debug.enabled_topics("passes") == {"passes"}
     assert debug.enabled_topics("misses, traces") == {"miss", "trace"}
-    assert debug.enabled_topics("miss,all") == {"trace", "miss", "passes"}
+    assert debug.enabled_topics("miss,all") == {"trace", "miss", "passes", "graphs", "verify"}
+    assert debug.enabled_topics("graph,verify") == {"graphs", "verify"}
 
 
 def test_an_unknown_topic_is_reported_once_and_ignored(jit_log):
     assert debug.enabled_topics("miss,bogus-topic") == {"miss"}
     assert debug.enabled_topics("miss,bogus-topic") == {"miss"}
     said = [m for m in _messages(jit_log) if "bogus-topic" in m]
-    assert len(said) == 1 and "trace, miss, passes" in said[0]
+    assert len(said) == 1 and "trace, miss, passes, graphs, verify" in said[0]
 
 
 def test_kiln_debug_1_logs_trace_miss_and_passes(monkeypatch, jit_log):

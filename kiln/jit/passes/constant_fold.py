@@ -45,11 +45,7 @@ class ConstantFold:
                 out.specs.append(InputSpec("literal", None, literal=folds[node.out.id]))
                 rename[node.out.id] = lit
         out.nodes = [n for n in out.nodes if n.out.id not in folds]
-        for n in out.nodes:
-            n.inputs = [rename.get(v.id, v) for v in n.inputs]
-        out.outputs = [rename.get(v.id, v) for v in out.outputs]
-        for w in out.state_writes:
-            w.value = rename.get(w.value.id, w.value)
+        out.rename_uses(rename)
         return out
 
 

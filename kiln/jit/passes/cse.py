@@ -30,7 +30,7 @@ class CSE:
         rename: dict[int, Value] = {}
         kept = []
         for node in out.nodes:
-            node.inputs = [rename.get(v.id, v) for v in node.inputs]
+            node.rename_inputs(rename)
             if node.prim.is_random:
                 kept.append(node)
                 continue
@@ -49,7 +49,5 @@ class CSE:
         if len(kept) == len(out.nodes):
             return graph
         out.nodes = kept
-        out.outputs = [rename.get(v.id, v) for v in out.outputs]
-        for w in out.state_writes:
-            w.value = rename.get(w.value.id, w.value)
+        out.rename_uses(rename)  # the outputs and state writes (kept nodes are renamed already)
         return out

@@ -13,6 +13,6 @@ class NoGradStrip:
         out = graph.copy()
         out.requires_grad = set()
         for node in [n for n in out.nodes if n.prim.name == "stop_gradient"]:
-            out.replace_uses(node.out, node.inputs[0])
+            out.replace_all_uses(node.out, node.inputs[0])
         out.nodes = [n for n in out.nodes if n.prim.name != "stop_gradient"]
         return out

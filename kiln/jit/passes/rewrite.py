@@ -121,7 +121,7 @@ class RewritePass:
         changed = False
         self.last_fired = {}
         for node in out.nodes:
-            node.inputs = [rename.get(v.id, v) for v in node.inputs]
+            node.rename_inputs(rename)
             producers[node.out.id] = node
             replacement = None
             for rule in self.rules:
@@ -154,11 +154,7 @@ class RewritePass:
         if not changed:
             return graph
         out.nodes = new_nodes
-        out.outputs = [rename.get(v.id, v) for v in out.outputs]
-        for w in out.state_writes:
-            w.value = rename.get(w.value.id, w.value)
-        if out.requires_grad:
-            out.requires_grad |= {rename[i].id for i in list(out.requires_grad) if i in rename}
+        out.rename_uses(rename, requires_grad=True)  # outputs and state writes; nodes are renamed already
         return out
 
 
