@@ -11,12 +11,17 @@ A file is::
 This is the format of https://github.com/huggingface/safetensors, so files move
 freely between kiln, PyTorch, JAX and NumPy users.
 
+Both ends take a path or a binary file object (``open(..., "wb")``, ``io.BytesIO``, a
+socket's file); a stream needs no ``seek``, and reading one stops right after the file's
+last tensor, so several files can follow one another in one stream.
+
 >>> write_arrays({"w": np.ones((2, 3), np.float32)}, "model.safetensors", {"format": "kiln"})
 >>> arrays, metadata = read_arrays("model.safetensors")
 """
 from __future__ import annotations
 
 import errno
+import io
 import json
 import math
 import os
@@ -35,6 +40,12 @@ DTYPE_OF_TAG: dict[str, np.dtype] = {
     "I32": np.dtype("<i4"),
     "I64": np.dtype("<i8"),
 }
+try:  # bfloat16 arrays need ml_dtypes (the optional extra kiln[bfloat16])
+    import ml_dtypes as _ml_dtypes
+except ImportError:  # pragma: no cover - exercised by tests/io in a subprocess without it
+    _ml_dtypes = None
+if _ml_dtypes is not None:
+    DTYPE_OF_TAG["BF16"] = np.dtype(_ml_dtypes.bfloat16)
 TAG_OF_DTYPE: dict[np.dtype, str] = {dt.newbyteorder("="): tag for tag, dt in DTYPE_OF_TAG.items()}
 
 METADATA_KEY = "__metadata__"
@@ -49,9 +60,13 @@ class SafetensorsError(ValueError):
 
 
 # ---- writing --------------------------------------------------------------------------
-def write_arrays(arrays: Mapping[str, np.ndarray], path: str | os.PathLike,
+def write_arrays(arrays: Mapping[str, np.ndarray], path: str | os.PathLike | BinaryIO,
                  metadata: Mapping[str, str] | None = None) -> None:
-    """Write NumPy arrays to `path` as safetensors, names sorted; replaces the file atomically."""
+    """Write NumPy arrays as safetensors, names sorted, to `path` or a binary file object.
+
+    A path is replaced atomically; a file object gets the bytes written at its position
+    (it need not be seekable).
+    """
     names = sorted(arrays)
     header: dict[str, Any] = {}
     if metadata:
@@ -67,7 +82,25 @@ def write_arrays(arrays: Mapping[str, np.ndarray], path: str | os.PathLike,
         offset += len(data)
     text = json.dumps(header, separators=(",", ":")).encode("utf-8")
     text += b" " * (-len(text) % _ALIGNMENT)  # keep the byte buffer 8-byte aligned, as the reference does
-    _write_atomically(path, [struct.pack("<Q", len(text)), text, *blobs])
+    parts = [struct.pack("<Q", len(text)), text, *blobs]
+    if is_file_object(path, "write"):
+        for part in parts:
+            path.write(part)
+    else:
+        _write_atomically(path, parts)
+
+
+def is_file_object(target: Any, method: str) -> bool:
+    """True for a binary file object with `method` ("read" or "write"); TypeError for a text-mode one."""
+    if not hasattr(target, method) or isinstance(target, (str, bytes, os.PathLike)):
+        return False
+    if isinstance(target, io.TextIOBase) or "b" not in getattr(target, "mode", "b"):
+        verb = "reads" if method == "read" else "writes"
+        mode = "rb" if method == "read" else "wb"
+        raise TypeError(f"kiln {verb} binary data, but got a file opened in text mode "
+                        f"({type(target).__name__}, mode={getattr(target, 'mode', '?')!r}); "
+                        f"open it with open(path, {mode!r}), or pass the path itself")
+    return True
 
 
 def _tag_of(name: str, dtype: np.dtype) -> str:
@@ -106,8 +139,13 @@ def _write_atomically(path: str | os.PathLike, parts: list[bytes]) -> None:
 
 
 # ---- reading --------------------------------------------------------------------------
-def read_arrays(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Read every array (writable, native byte order, in file order) and the metadata of a safetensors file."""
+def read_arrays(path: str | os.PathLike | BinaryIO) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Read every array (writable, native byte order, in file order) and the metadata of a safetensors file.
+
+    `path` may be a binary file object; it is read from its position to the end of the last tensor.
+    """
+    if is_file_object(path, "read"):
+        return _read_stream(path)
     with _open(path) as f:
         header, data_start, data_size = _read_header(f, path)
         metadata = header.pop(METADATA_KEY, None) or {}
@@ -119,8 +157,14 @@ def read_arrays(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[st
     return arrays, metadata
 
 
-def read_metadata(path: str | os.PathLike) -> dict[str, str]:
-    """The ``__metadata__`` dict of a safetensors file (empty when it has none), without reading the data."""
+def read_metadata(path: str | os.PathLike | BinaryIO) -> dict[str, str]:
+    """The ``__metadata__`` dict of a safetensors file (empty when it has none), without reading the data.
+
+    A file object is left positioned just after the header.
+    """
+    if is_file_object(path, "read"):
+        header, _, _ = _read_header(path, _stream_name(path), None)
+        return header.get(METADATA_KEY) or {}
     with _open(path) as f:
         header, _, _ = _read_header(f, path)
     return header.get(METADATA_KEY) or {}
@@ -140,17 +184,65 @@ def _not_safetensors(path: Any, why: str) -> SafetensorsError:
                             "as torch.save's .pt files: convert those with safetensors.torch.save_file)")
 
 
-def _read_header(f: BinaryIO, path: Any) -> tuple[dict[str, Any], int, int]:
-    """(header dict, where the byte buffer starts, its size)."""
-    file_size = os.fstat(f.fileno()).st_size
-    prefix = f.read(8)
+def _read_stream(f: BinaryIO) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """`read_arrays` for a file object: the header, then each tensor's bytes in offset order (no seek)."""
+    name = _stream_name(f)
+    header, _, _ = _read_header(f, name, None)
+    metadata = header.pop(METADATA_KEY, None) or {}
+    entries = [(key, _parse_entry(key, entry, _bytes_left(f), name)) for key, entry in header.items()]
+    data_size = max((end for _, (_, _, _, end) in entries), default=0)
+    _check_coverage([e for _, e in entries], data_size, name)
+    arrays = {}
+    for key, (dtype, shape, begin, end) in sorted(entries, key=lambda e: (e[1][2], e[1][3])):
+        arrays[key] = _read_array(f, None, end - begin, dtype, shape, key, name)
+    return {key: arrays[key] for key, _ in entries}, metadata
+
+
+def _bytes_left(f: BinaryIO) -> int:
+    """How many bytes a seekable stream has after its position (a bound on the offsets); else MAX_NBYTES."""
+    try:
+        if f.seekable():
+            here = f.tell()
+            end = f.seek(0, os.SEEK_END)
+            f.seek(here)
+            return end - here
+    except (AttributeError, OSError, ValueError):
+        pass
+    return MAX_NBYTES
+
+
+def _stream_name(f: Any) -> str:
+    name = getattr(f, "name", None)
+    return name if isinstance(name, str) else f"<{type(f).__name__}>"
+
+
+def _read_exact(f: BinaryIO, n: int) -> bytes:
+    """Up to n bytes: fewer only at the end of the stream (pipes and sockets return short reads)."""
+    chunks = []
+    while n > 0:
+        chunk = f.read(n)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_header(f: BinaryIO, path: Any, file_size: int | None = -1) -> tuple[dict[str, Any], int, int]:
+    """(header dict, where the byte buffer starts, its size); a stream (file_size None) has no known size."""
+    if file_size == -1:
+        file_size = os.fstat(f.fileno()).st_size
+    prefix = _read_exact(f, 8)
     if len(prefix) < 8:
-        raise _not_safetensors(path, f"it has {file_size} bytes, fewer than the 8-byte header length")
+        size = f"{file_size} bytes" if file_size is not None else f"only {len(prefix)} bytes left"
+        raise _not_safetensors(path, f"it has {size}, fewer than the 8-byte header length")
     (length,) = struct.unpack("<Q", prefix)
-    if length > MAX_HEADER_BYTES or length > file_size - 8:
-        raise _not_safetensors(path, f"the header length field says {length} bytes, but the file has "
-                                     f"{file_size} bytes")
-    raw = f.read(length)
+    if length > MAX_HEADER_BYTES or (file_size is not None and length > file_size - 8):
+        size = f"the file has {file_size} bytes" if file_size is not None else f"the limit is {MAX_HEADER_BYTES}"
+        raise _not_safetensors(path, f"the header length field says {length} bytes, but {size}")
+    raw = _read_exact(f, length)
+    if len(raw) < length:
+        raise _not_safetensors(path, f"the header is truncated: read {len(raw)} of {length} bytes")
     try:
         header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
     except (UnicodeDecodeError, ValueError) as exc:
@@ -164,7 +256,7 @@ def _read_header(f: BinaryIO, path: Any) -> tuple[dict[str, Any], int, int]:
     if metadata is not None and not (isinstance(metadata, dict)
                                      and all(isinstance(v, str) for v in metadata.values())):
         raise _not_safetensors(path, f"{METADATA_KEY} must be an object of strings, got {_short(metadata)}")
-    return header, 8 + length, file_size - 8 - length
+    return header, 8 + length, (file_size - 8 - length) if file_size is not None else -1
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -241,17 +333,36 @@ def _check_coverage(entries: list[tuple[np.dtype, tuple, int, int]], data_size: 
         raise _not_safetensors(path, f"the tensors cover {position} bytes of a {data_size}-byte buffer")
 
 
-def _read_array(f: BinaryIO, start: int, nbytes: int, dtype: np.dtype, shape: tuple, name: str,
+def _read_into(f: BinaryIO, buffer: np.ndarray) -> int:
+    """Fill `buffer` from f (looping over short reads); returns how many bytes came."""
+    view = memoryview(buffer)
+    got = 0
+    reader = getattr(f, "readinto", None)
+    while got < len(view):
+        if reader is not None:
+            n = reader(view[got:])
+        else:
+            chunk = f.read(len(view) - got)
+            n = len(chunk)
+            view[got:got + n] = chunk
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _read_array(f: BinaryIO, start: int | None, nbytes: int, dtype: np.dtype, shape: tuple, name: str,
                 path: Any) -> np.ndarray:
-    """Read straight into a fresh aligned array (no intermediate bytes object)."""
+    """Read straight into a fresh aligned array (no intermediate bytes object); start None reads on."""
     try:
         array = np.empty(shape, dtype=dtype)
     except ValueError as exc:  # limits of the NumPy in use (e.g. 32 dims before NumPy 2)
         raise _not_safetensors(path, f"tensor {_short(name)} has shape {shape}, which NumPy cannot hold: "
                                      f"{exc}") from None
     if nbytes:
-        f.seek(start)
-        got = f.readinto(array.reshape(-1).view(np.uint8))
+        if start is not None:
+            f.seek(start)
+        got = _read_into(f, array.reshape(-1).view(np.uint8))
         if got != nbytes:
             raise _not_safetensors(path, f"tensor {_short(name)} is truncated: read {got} of {nbytes} bytes")
     if dtype.kind == "b" and array.size and array.view(np.uint8).max() > 1:

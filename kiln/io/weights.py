@@ -1,79 +1,118 @@
-"""kiln.save and kiln.load: state dicts to and from safetensors files.
+"""kiln.save and kiln.load: state dicts and whole training checkpoints, as safetensors files.
 
 No pickle is ever written or read, so loading a file from the internet cannot run code.
-A PyTorch state dict saved with ``safetensors.torch.save_file`` loads into the kiln
-model with the same layer names.
+A flat state dict is written as a plain safetensors file: a PyTorch state dict saved with
+``safetensors.torch.save_file`` loads into the kiln model with the same layer names, and
+back. A checkpoint (nested dicts, lists and tuples of tensors and Python scalars) keeps
+its tensors in the same format and its structure as JSON in the file's metadata.
 
->>> model = kiln.models.mlp()
->>> kiln.save(model, "mlp.safetensors")            # or kiln.save(model.state_dict(), ...)
->>> model.load_state_dict(kiln.load("mlp.safetensors"))
+>>> kiln.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 3}, "ckpt.safetensors")
+>>> ckpt = kiln.load("ckpt.safetensors")
+>>> model.load_state_dict(ckpt["model"]); opt.load_state_dict(ckpt["optimizer"])
 """
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Mapping
 
 import numpy as np
 
 from ..tensor import Tensor, _to_host, from_numpy
-from .safetensors import read_arrays, read_metadata, write_arrays
+from .checkpoint import CHECKPOINT_KEY, flatten, is_flat_state_dict, unflatten
+from .safetensors import _stream_name, is_file_object, read_arrays, read_metadata, write_arrays
 
 __all__ = ["save", "load", "load_metadata"]
 
 
-def save(obj: Any, path: str | os.PathLike, metadata: Mapping[str, str] | None = None) -> None:
-    """Save a state dict (names -> tensors or arrays), or a Module's state_dict, as safetensors.
+def save(obj: Any, f: str | os.PathLike | BinaryIO, metadata: Mapping[str, str] | None = None) -> None:
+    """Save a state dict or a training checkpoint to a path or a binary file object.
 
-    Tensors are written in C order and little-endian; views and tied weights are
-    written as independent copies. `metadata` is an optional dict of strings
-    stored in the header (read it back with ``kiln.io.load_metadata``).
+    `obj` is a tensor, or dicts, lists and tuples (nested freely) of tensors, NumPy
+    arrays, str, int, float, bool and None: ``model.state_dict()``,
+    ``optimizer.state_dict()``, or ``{"model": ..., "optimizer": ..., "iter": 100,
+    "config": {...}}``. Tensors are written by value (C order, little-endian); a tensor
+    that appears twice (tied weights) is stored once and comes back as one tensor.
+    A path is replaced atomically; a file object (``open(p, "wb")``, ``io.BytesIO``) is
+    written at its position and need not be seekable. `metadata` is an optional dict
+    of strings stored in the header (read it back with ``kiln.io.load_metadata``).
 
-    >>> kiln.save({"w": kiln.ones(2, 3)}, "w.safetensors", metadata={"epoch": "3"})
+    A module or optimizer itself is refused (TypeError): save its ``state_dict()``.
+
+    >>> kiln.save({"model": model.state_dict(), "step": 100}, "ckpt.safetensors")
     """
-    arrays = {name: _to_array(name, value) for name, value in _state_of(obj).items()}
-    write_arrays(arrays, path, metadata)
+    if is_flat_state_dict(obj):
+        arrays, structure = {name: _array(value) for name, value in obj.items()}, None
+    else:
+        arrays, structure = flatten(obj)
+    header = dict(_user_metadata(metadata))
+    if structure is not None:
+        header[CHECKPOINT_KEY] = json.dumps(structure, separators=(",", ":"), allow_nan=False)
+    if not isinstance(f, (str, os.PathLike)) and not is_file_object(f, "write"):
+        raise TypeError(f"kiln.save: f must be a path (str or os.PathLike) or a binary file object with write(), "
+                        f"got {type(f).__name__}")
+    write_arrays(arrays, f, header or None)
 
 
-def load(path: str | os.PathLike, device: Any = None) -> dict[str, Tensor]:
-    """Read a safetensors file into a dict of tensors (in the file's name order).
+def load(f: str | os.PathLike | BinaryIO, device: Any = None, *, map_location: Any = None,
+         weights_only: bool = True) -> Any:
+    """Read what `kiln.save` wrote, from a path or a binary file object.
+
+    A state dict comes back as a dict of tensors (in the file's name order); a
+    checkpoint comes back with its structure: dicts (keys in saved order), lists,
+    tuples, numbers, strings and None as saved, and every tensor or NumPy array as a
+    fresh kiln tensor. `device` (or PyTorch's spelling `map_location`) moves the
+    tensors there. `weights_only` is accepted for PyTorch code and changes nothing:
+    kiln never unpickles, so loading is always safe.
 
     Raises FileNotFoundError for a missing file and ``kiln.io.SafetensorsError``
     (a ValueError) for a file that is not safetensors or holds a dtype kiln lacks.
 
-    >>> state = kiln.load("mlp.safetensors")
-    >>> model.load_state_dict(state)
+    >>> ckpt = kiln.load("ckpt.safetensors", map_location="cpu")
+    >>> model.load_state_dict(ckpt["model"])
     """
-    arrays, _ = read_arrays(path)
+    device = _device_arg(device, map_location)
+    if not isinstance(f, (str, os.PathLike)) and not is_file_object(f, "read"):
+        raise TypeError(f"kiln.load: f must be a path (str or os.PathLike) or a binary file object with read(), "
+                        f"got {type(f).__name__}")
+    arrays, metadata = read_arrays(f)
     tensors = {name: from_numpy(array) for name, array in arrays.items()}
     if device is not None:
         tensors = {name: t.to(device) for name, t in tensors.items()}
-    return tensors
+    text = metadata.get(CHECKPOINT_KEY)
+    if text is None:
+        return tensors
+    source = _stream_name(f) if is_file_object(f, "read") else repr(os.fspath(f))
+    return unflatten(text, tensors, source)
 
 
-def load_metadata(path: str | os.PathLike) -> dict[str, str]:
+def load_metadata(f: str | os.PathLike | BinaryIO) -> dict[str, str]:
     """The metadata dict stored by ``kiln.save(..., metadata=...)`` (empty if none); reads the header only."""
-    return read_metadata(path)
+    metadata = read_metadata(f)
+    return {k: v for k, v in metadata.items() if k != CHECKPOINT_KEY}
 
 
-def _state_of(obj: Any) -> Mapping[str, Any]:
-    from ..nn.module import Module  # noqa: PLC0415 - kiln.nn imports kiln.tensor, which this module also needs
-
-    if isinstance(obj, Module):
-        return obj.state_dict()
-    if isinstance(obj, Mapping):
-        for name in obj:
-            if not isinstance(name, str):
-                raise TypeError(f"kiln.save: state dict keys must be str, got {name!r} "
-                                f"({type(name).__name__})")
-        return obj
-    raise TypeError(f"kiln.save expects a state dict (a mapping of names to tensors) or an nn.Module, "
-                    f"got {type(obj).__name__}; for a single tensor use kiln.save({{'name': tensor}}, path)")
+def _user_metadata(metadata: Mapping[str, str] | None) -> Mapping[str, str]:
+    if metadata is None:
+        return {}
+    if isinstance(metadata, Mapping) and CHECKPOINT_KEY in metadata:
+        raise ValueError(f"kiln.save: metadata key {CHECKPOINT_KEY!r} is reserved for the checkpoint structure; "
+                         "use another key")
+    return metadata  # write_arrays checks that it maps str to str
 
 
-def _to_array(name: str, value: Any) -> np.ndarray:
+def _device_arg(device: Any, map_location: Any) -> Any:
+    if device is not None and map_location is not None:
+        raise TypeError("kiln.load: pass device or map_location, not both")
+    target = device if device is not None else map_location
+    if target is not None and (callable(target) or isinstance(target, Mapping)):
+        raise TypeError(f"kiln.load: map_location must be a device (e.g. 'cpu' or kiln.device('cuda')), got a "
+                        f"{type(target).__name__}; kiln does not remap storages one by one. Fix: pass the device "
+                        "to load everything onto")
+    return target
+
+
+def _array(value: Any) -> np.ndarray:
     if isinstance(value, Tensor):
         return _to_host(value._data)
-    if isinstance(value, np.ndarray):
-        return value
-    raise TypeError(f"kiln.save: value of {name!r} is a {type(value).__name__}, expected a kiln.Tensor "
-                    "or a numpy.ndarray (convert other arrays with kiln.from_dlpack or numpy.asarray)")
+    return value

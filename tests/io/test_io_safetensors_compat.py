@@ -90,7 +90,7 @@ def test_kiln_weights_load_into_pytorch_model(tmp_path):
     torch = pytest.importorskip("torch")
     st_torch = pytest.importorskip("safetensors.torch")
     model = kiln.models.lenet_5().eval()
-    kiln.save(model, tmp_path / "lenet.safetensors")
+    kiln.save(model.state_dict(), tmp_path / "lenet.safetensors")
     reference = _torch_lenet_5(torch).eval()
     reference.load_state_dict(st_torch.load_file(str(tmp_path / "lenet.safetensors")))
     x = np.random.default_rng(2).standard_normal((2, 1, 32, 32)).astype(np.float32)

@@ -39,7 +39,7 @@ CASES = {
     "dtype_dict": (_w(dtype={"F32": 1}), bytes(8), None, "expected a string such as 'F32'"),
     "dtype_int": (_w(dtype=5), bytes(8), None, "expected a string such as 'F32'"),
     "dtype_null": (_w(dtype=None), bytes(8), None, "expected a string such as 'F32'"),
-    "dtype_unknown": (_w(dtype="BF16"), bytes(8), None, "which kiln does not support"),
+    "dtype_unknown": (_w(dtype="U16"), bytes(8), None, "which kiln does not support"),
     "shape_product_wraps_int64": (_w(shape=[2**32, 2**32], offsets=(0, 0)), b"", None, "multiply past"),
     "shape_product_overflows": (_w(shape=[2**40] * 3, offsets=(0, 0)), b"", None, "multiply past"),
     "zero_times_huge": (_w(shape=[0, 2**62], offsets=(0, 0)), b"", None, "multiply past"),

@@ -14,7 +14,7 @@ def _error_of(model: kiln.nn.Module, state: dict) -> str:
 
 
 def test_wrong_shape_file_gives_load_state_dict_error(tmp_path):
-    kiln.save(kiln.models.mlp(16, (8,), 4), tmp_path / "small.safetensors")
+    kiln.save(kiln.models.mlp(16, (8,), 4).state_dict(), tmp_path / "small.safetensors")
     model = kiln.models.mlp(16, (12,), 4)
     from_file = _error_of(model, kiln.load(tmp_path / "small.safetensors"))
     in_memory = _error_of(model, kiln.models.mlp(16, (8,), 4).state_dict())
@@ -47,7 +47,7 @@ def test_non_strict_load_from_file_reports_keys(tmp_path):
 def test_buffers_round_trip_with_the_model(tmp_path):
     model = kiln.nn.Sequential(kiln.nn.Conv2d(1, 2, 3), kiln.nn.BatchNorm2d(2))
     model(kiln.randn(4, 1, 6, 6))  # updates running stats and num_batches_tracked
-    kiln.save(model, tmp_path / "bn.safetensors")
+    kiln.save(model.state_dict(), tmp_path / "bn.safetensors")
     fresh = kiln.nn.Sequential(kiln.nn.Conv2d(1, 2, 3), kiln.nn.BatchNorm2d(2))
     fresh.load_state_dict(kiln.load(tmp_path / "bn.safetensors"))
     for (name, a), (_, b) in zip(model.state_dict().items(), fresh.state_dict().items()):
@@ -58,7 +58,7 @@ def test_buffers_round_trip_with_the_model(tmp_path):
 
 def test_load_state_dict_keeps_parameter_objects(tmp_path):
     model = kiln.models.lenet_5()
-    kiln.save(kiln.models.lenet_5(), tmp_path / "l.safetensors")
+    kiln.save(kiln.models.lenet_5().state_dict(), tmp_path / "l.safetensors")
     params = list(model.parameters())
     model.load_state_dict(kiln.load(tmp_path / "l.safetensors"))
     assert all(a is b for a, b in zip(params, model.parameters()))
