@@ -6,13 +6,14 @@ Each workload is one module with `NAME`, `DESCRIPTION`, `add_arguments(parser)` 
 
     python -m kiln.bench                    # list the workloads
     python -m kiln.bench eager-overhead --json results.json
+    python -m kiln.bench --peers            # the `targets` workload: kiln.compile vs its targets
 """
 from __future__ import annotations
 
 from types import ModuleType
 
-from . import compiled, eager_overhead
+from . import compiled, eager_overhead, targets
 
-WORKLOADS: dict[str, ModuleType] = {module.NAME: module for module in (eager_overhead, compiled)}
+WORKLOADS: dict[str, ModuleType] = {module.NAME: module for module in (eager_overhead, compiled, targets)}
 
 __all__ = ["WORKLOADS"]

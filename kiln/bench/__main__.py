@@ -26,7 +26,13 @@ def list_workloads(prog: str = "python -m kiln.bench") -> str:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m kiln.bench") -> int:
-    """Entry point; returns the exit code. No workload given: list the workloads."""
+    """Entry point; returns the exit code. No workload given: list the workloads.
+
+    ``--peers`` (first) is short for the `targets` workload: every target, beside the peers.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--peers"]:
+        argv[:1] = ["targets"]
     args = build_parser(prog).parse_args(argv)
     if args.workload is None:
         print(list_workloads(prog))

@@ -1,0 +1,54 @@
+"""What a benchmark ran on: the CPU, thread counts and library versions, as report lines."""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from types import ModuleType
+
+from .threads import available_cpus
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo), else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def c_compiler() -> str:
+    """The first line of the C compiler's --version ($CC, else cc), or "none"."""
+    cc = (os.environ.get("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        return "none"
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "none"
+    return out.splitlines()[0] if out else "none"
+
+
+def describe(blas_threads: int, torch: ModuleType | None, jax: ModuleType | None) -> list[str]:
+    """Report lines naming the machine, thread counts and versions of every library timed."""
+    import numpy  # noqa: PLC0415
+
+    import kiln  # noqa: PLC0415
+
+    unset = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
+    lines = [f"machine: {cpu_model()}, {available_cpus()} CPUs available; {platform.platform()}",
+             f"threads: NumPy BLAS {blas_threads}" + (f", torch {torch.get_num_threads()}" if torch else ""),
+             f"versions: python {platform.python_version()}, kiln {getattr(kiln, '__version__', '?')}, "
+             f"numpy {numpy.__version__}"
+             + (f", torch {torch.__version__}" if torch else ", torch not installed")
+             + (f", jax {jax.__version__}" if jax else ", jax not installed")
+             + f"; C compiler: {c_compiler()}"]
+    if unset:
+        lines.append(f"warning: {', '.join(unset)} set: NumPy's BLAS may be slowed; benchmark with "
+                     f"`env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m kiln.bench ...`")
+    return lines
