@@ -9,19 +9,23 @@ from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softma
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
 from .hooks import RemovableHandle
 from .linear import Bilinear, Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
-from .normalization import LayerNorm
+from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .parameter import Parameter
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .rnn import GRU, LSTM, RNN, RNNBase
+from .rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase
 from .sparse import Embedding
 from .state_dict import IncompatibleKeys
-from .transformer import TransformerEncoder, TransformerEncoderLayer
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
+from .upsample import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "RemovableHandle", "IncompatibleKeys",
@@ -30,4 +34,7 @@ __all__ = [
     "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "Embedding", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "ConvTranspose1d",
+    "ConvTranspose2d", "GroupNorm", "RMSNorm", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
 ]

@@ -1,10 +1,11 @@
-"""Conv1d and Conv2d layers (zero padding; 'same' padding also for even kernels)."""
+"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d layers (zero padding; 'same' also for even kernels)."""
 from __future__ import annotations
 
 import math
 from typing import Any
 
 from .. import functional as F
+from ..functional.conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose_output_size
 from ..functional.creation import empty
 from ..functional.shape import pad as _pad
 from ..tensor import Tensor
@@ -22,9 +23,10 @@ def _ntuple(value: Any, n: int, name: str) -> tuple[int, ...]:
 
 
 class _ConvNd(Module):
-    """Shared parameters, init, padding logic and repr of Conv1d and Conv2d."""
+    """Shared parameters, init, padding logic and repr of the convolution layers."""
 
     _dims: int = 2
+    _transposed: bool = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
@@ -51,10 +53,12 @@ class _ConvNd(Module):
         else:
             self.padding = _ntuple(padding, n, "padding")
         self.output_padding = (0,) * n
+        self.transposed = self._transposed
         self.groups = groups
         self.padding_mode = padding_mode
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size,
-                                      dtype=dtype, device=device))
+        # a transposed conv's weight is (in, out / groups, *kernel), a conv's (out, in / groups, *kernel)
+        channels = (in_channels, out_channels // groups) if self._transposed else (out_channels, in_channels // groups)
+        self.weight = Parameter(empty(*channels, *self.kernel_size, dtype=dtype, device=device))
         if bias:
             self.bias = Parameter(empty(out_channels, dtype=dtype, device=device))
         else:
@@ -89,6 +93,8 @@ class _ConvNd(Module):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * n:
             s += f", padding={self.padding}"
+        if self.output_padding != (0,) * n:
+            s += f", output_padding={self.output_padding}"
         if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
@@ -121,3 +127,76 @@ class Conv1d(_ConvNd):
         x, padding = self._resolve_padding(input)
         pad1 = padding[0] if isinstance(padding, tuple) else padding
         return F.conv1d(x, self.weight, self.bias, self.stride[0], pad1, self.dilation[0], self.groups)
+
+
+class _ConvTransposeNd(_ConvNd):
+    """Shared constructor and output-size logic of the transposed convolutions."""
+
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
+                 dilation: Any = 1, padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
+        name = type(self).__name__
+        if isinstance(padding, str):
+            raise ValueError(f"{name}: padding must be an int or a tuple of ints, got {padding!r} (string "
+                             f"paddings are not supported by transposed convolutions)")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+        self.output_padding = _ntuple(output_padding, self._dims, "output_padding")
+        for op, s, d in zip(self.output_padding, self.stride, self.dilation):
+            if not 0 <= op < max(s, d):
+                raise ValueError(f"{name}: output_padding must be smaller than either stride or dilation, got "
+                                 f"output_padding={self.output_padding}, stride={self.stride}, "
+                                 f"dilation={self.dilation}")
+
+    def _output_padding(self, input: Tensor, output_size: Any) -> tuple[int, ...]:  # noqa: A002
+        """The output_padding that gives `output_size` (this layer's own when None)."""
+        if output_size is None:
+            return self.output_padding
+        n = self._dims
+        wanted = [int(v) for v in (output_size if isinstance(output_size, (tuple, list)) else (output_size,) * n)]
+        wanted = wanted[-n:]
+        if len(wanted) != n:
+            raise ValueError(f"{type(self).__name__}: output_size must have {n} spatial sizes (optionally "
+                             f"after N and C), got {output_size!r}")
+        spatial = input.shape[input.ndim - n:]
+        padding = []
+        for i in range(n):
+            smallest = conv_transpose_output_size(int(spatial[i]), self.kernel_size[i], self.stride[i],
+                                                  self.padding[i], 0, self.dilation[i])
+            largest = smallest + self.stride[i] - 1
+            if not smallest <= wanted[i] <= largest:
+                raise ValueError(f"{type(self).__name__}: requested an output size of {wanted}, but the valid "
+                                 f"sizes for dim {i} of input shape {tuple(input.shape)} are {smallest} to "
+                                 f"{largest}")
+            padding.append(wanted[i] - smallest)
+        return tuple(padding)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """2-D transposed convolution (a "deconvolution") over (N, C, H, W) or (C, H, W) input.
+
+    The weight is (in_channels, out_channels / groups, kh, kw), as in PyTorch. The output is
+    (H - 1) * stride - 2 * padding + dilation * (kernel_size - 1) + output_padding + 1 high
+    (likewise wide); ``forward(x, output_size=...)`` picks output_padding for a wanted size.
+
+    >>> kiln.nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1)(kiln.randn(2, 16, 7, 7)).shape
+    (2, 8, 14, 14)
+    """
+
+    _dims = 2
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                self._output_padding(input, output_size), self.groups, self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """1-D transposed convolution over (N, C, L) or (C, L) input; weight (in, out / groups, k)."""
+
+    _dims = 1
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:  # noqa: A002
+        return conv_transpose1d(input, self.weight, self.bias, self.stride[0], self.padding[0],
+                                self._output_padding(input, output_size)[0], self.groups, self.dilation[0])
