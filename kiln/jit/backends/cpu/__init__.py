@@ -1,18 +1,24 @@
-"""The CPU backend: the interpreter's Plan with elementwise chains fused into generated C.
+"""The CPU backend: the interpreter's Plan with reductions and elementwise chains fused into generated C.
 
-`lower(graph)` finds fusion groups (see fusion.py), compiles one C loop per group with
-the system compiler (toolchain.py, cached on disk) and replaces each group by a single
-node. Without a working compiler (none, failing, silent, misconfigured or hanging) it
-warns once and lowers exactly like `interpret`.
+`lower(graph)` first finds row groups (rows.py: a sum or max over trailing axes with the
+elementwise prologue and epilogue around it, rendered by rowcode.py as one C function
+looping over rows), then elementwise fusion groups in what is left (fusion.py, rendered
+by codegen.py as one C loop), compiles each with the system compiler (toolchain.py,
+cached on disk) and replaces each group by a single node. Without a working compiler
+(none, failing, silent, misconfigured or hanging) it warns once and lowers exactly like
+`interpret`.
 """
 from __future__ import annotations
 
+import heapq
 import warnings
 
-from ...ir import Graph, Node
+from ...ir import Graph, Node, Value
 from ..interpret import Plan
 from .codegen import FusedElementwise
 from .fusion import find_groups
+from .rowcode import RowKernel, Unpack
+from .rows import find_row_groups
 from . import toolchain
 from .toolchain import CompilerUnavailable
 
@@ -27,7 +33,68 @@ def _reset_state() -> None:
 
 
 def fuse(graph: Graph) -> Graph:
-    """A copy of `graph` with each fusion group replaced by one FusedElementwise node."""
+    """A copy of `graph` with row groups replaced by RowKernel nodes, then elementwise groups by
+    FusedElementwise nodes."""
+    return fuse_elementwise(fuse_rows(graph))
+
+
+def fuse_rows(graph: Graph) -> Graph:
+    """A copy of `graph` with each row group replaced by one RowKernel node.
+
+    A group with several outputs yields a tuple that `unpack[k]` nodes take apart. Members
+    the group keeps (rows.py) stay in the graph for their outside users. The nodes are then
+    put back in a topological order close to the original one.
+    """
+    groups = find_row_groups(graph)
+    if not groups:
+        return graph
+    pos = {id(n): i for i, n in enumerate(graph.nodes)}
+    replaced: set[int] = set()
+    units: list[tuple[int, list[Node]]] = []  # (position, nodes that must stay together in this order)
+    for group in groups:
+        kernel = RowKernel(group)
+        if len(group.outputs) == 1:
+            nodes = [Node(kernel, group.inputs, {}, group.outputs[0])]
+        else:
+            packed = Value((len(group.outputs),), group.outputs[0].dtype)
+            nodes = [Node(kernel, group.inputs, {}, packed)]
+            nodes += [Node(Unpack(k), [packed], {}, v) for k, v in enumerate(group.outputs)]
+        units.append((max(pos[id(n)] for n in group.nodes), nodes))
+        replaced.update(id(n) for n in group.nodes if id(n) not in group.kept)
+    units += [(pos[id(n)], [n]) for n in graph.nodes if id(n) not in replaced]
+    out = graph.copy()
+    out.nodes = _topological(units)
+    return out
+
+
+def _topological(units: list[tuple[int, list[Node]]]) -> list[Node]:
+    """The units' nodes in dependency order, each unit contiguous, ties broken by position."""
+    made_by = {n.out.id: k for k, (_, nodes) in enumerate(units) for n in nodes}
+    waits: list[set[int]] = []
+    feeds: dict[int, list[int]] = {}
+    for k, (_, nodes) in enumerate(units):
+        inside = {n.out.id for n in nodes}
+        deps = {made_by[v.id] for n in nodes for v in n.inputs if v.id in made_by and v.id not in inside}
+        waits.append(deps)
+        for d in deps:
+            feeds.setdefault(d, []).append(k)
+    ready = [(units[k][0], k) for k in range(len(units)) if not waits[k]]
+    heapq.heapify(ready)
+    order: list[Node] = []
+    while ready:
+        _, k = heapq.heappop(ready)
+        order += units[k][1]
+        for user in feeds.get(k, []):
+            waits[user].discard(k)
+            if not waits[user]:
+                heapq.heappush(ready, (units[user][0], user))
+    if len(order) != sum(len(nodes) for _, nodes in units):
+        raise AssertionError("row fusion made a cycle: a row group is not convex")
+    return order
+
+
+def fuse_elementwise(graph: Graph) -> Graph:
+    """A copy of `graph` with each elementwise fusion group replaced by one FusedElementwise node."""
     groups = find_groups(graph)
     if not groups:
         return graph

@@ -47,6 +47,10 @@ except ImportError:  # not POSIX: builds are not serialized across processes (lo
     fcntl = None  # type: ignore[assignment]
 
 FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-std=c99", "-fPIC", "-shared"]  # no FMA: NumPy rounds a*b+c twice
+if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
+    # 512-bit loads and stores split a cache line on every access unless the array is 64-byte
+    # aligned, which NumPy does not promise: 256-bit vectors run ~1.4x faster on such arrays
+    FLAGS.insert(2, "-mprefer-vector-width=256")
 SYMBOL = "kiln_fused"  # the function codegen.render emits: a library without it is not a kernel
 DEFAULT_TIMEOUT_S = 120.0
 TEMP_PREFIX = "kiln-tmp-"  # kiln's build and load folders inside the cache

@@ -1,0 +1,382 @@
+"""Row kernels: reductions over trailing axes fused with their elementwise prologue and epilogue.
+
+A *row space* is a full shape F split at `split`: the input is viewed as [outer, inner]
+with outer = prod(F[:split]) rows and the reduced axes F[split:] forming one contiguous
+block of `inner` elements per row. A row group is a set of graph nodes in one row space:
+
+* reductions: `sum` / `max` over exactly the axes split.. of an F-shaped float32/float64
+  operand (`mean` is a sum followed by the graph's own `div`);
+* full nodes: fusible elementwise nodes (fusion.FUSIBLE, expand included) of shape F,
+  reading full-size inputs, inputs broadcast along a leading or trailing block (the
+  index forms of fusion.index_form), per-row values and earlier reductions' results;
+* row nodes: fusible elementwise nodes (and reshapes) on per-row values: shape
+  F[:split] + (1,)*k (keepdims) or F[:split].
+
+The generated C (rowcode.py) loops over rows and, per row, runs the members in order:
+each reduction is a loop over the row computing its prologue (full nodes) into a scratch
+row and reducing it; row nodes are scalar statements between those loops; a final loop
+writes the full-size outputs (the epilogue). Full nodes are recomputed in every loop
+that needs them rather than stored.
+
+Grouping (find_row_groups) seeds a group at each eligible reduction, last first, and
+grows it to a fixpoint: backwards through producers and forwards through consumers that
+fit the row space, keeping the group convex (no path leaves the group and comes back),
+so the group can run as one node. Every member value used outside becomes an output,
+except a full node whose outside users are all fusible elementwise nodes: that node is
+*kept* (duplicated): the original stays in the graph, where elementwise fusion recomputes
+it from its inputs instead of reading a full-size temporary. Members left without a use
+are pruned.
+
+Exactness (fused == NumPy bit for bit): a sum adds each row in NumPy's pairwise order,
+or left to right where the Sum kernel's small-window path (reduce.window_reduce) would
+run; max reductions are order-free except for the sign of a zero maximum, which the
+kernel detects and answers by evaluating the group with NumPy. NumPy reduces rows in
+that order only for C-ordered data, so the kernel checks at run time that the full-size
+inputs feeding a sum are C-contiguous, else it evaluates with NumPy too. Symbolic shapes
+and other dtypes are not grouped.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+from ...ir import Graph, Node, Value
+from ....ops.reduce import window_reduce
+from . import fusion
+
+REDUCTIONS = {"sum", "max"}
+IDENTITIES = {"reshape", "stop_gradient"}  # same values: a reshape between per-row shapes, detach()
+FLOATS = {"float32", "float64"}
+MIN_NODES = 2  # a reduction alone is left to NumPy
+
+
+def _static(shape: tuple) -> bool:
+    return all(isinstance(d, int) and not hasattr(d, "expr") for d in shape)
+
+
+class Space:
+    """A full shape split into [outer, inner] rows: the reduced axes are F[split:]."""
+
+    def __init__(self, shape: tuple, split: int):
+        self.shape = tuple(shape)
+        self.split = split
+        self.outer = math.prod(self.shape[:split])
+        self.inner = math.prod(self.shape[split:])
+        self.row_shapes = {self.shape[:split] + (1,) * (len(self.shape) - split), self.shape[:split]}
+
+    def key(self) -> tuple:
+        return self.shape, self.split
+
+    def form(self, shape: tuple) -> str | None:
+        """How a value of `shape` is read inside a full node: full / row / col (per row) / scalar."""
+        return fusion.index_form(tuple(shape), self.shape, self.split)
+
+    def __repr__(self) -> str:
+        return f"Space({self.shape}, split={self.split})"
+
+
+def reduction_space(node: Node) -> Space | None:
+    """The row space of an eligible reduction node, else None."""
+    if node.prim.name not in REDUCTIONS or len(node.inputs) != 1:
+        return None
+    x = node.inputs[0]
+    shape = tuple(x.shape)
+    if not shape or not _static(shape) or not _static(node.out.shape):
+        return None
+    if x.dtype.name not in FLOATS or node.out.dtype.name != x.dtype.name:
+        return None
+    axes = tuple(node.params.get("axes", ()))
+    if not axes or axes != tuple(range(axes[0], len(shape))):
+        return None
+    space = Space(shape, axes[0])
+    if space.inner < 2 or space.outer < 1:
+        return None
+    return space
+
+
+def sequential(node: Node) -> bool:
+    """Whether the Sum/Max kernel reduces this node's rows left to right (reduce.window_reduce).
+
+    Asked of the real function, on a zero-strided stand-in of the operand's shape, so the
+    generated code follows the kernel's own choice.
+    """
+    x = node.inputs[0]
+    ufunc = np.add if node.prim.name == "sum" else np.maximum
+    dummy = np.broadcast_to(np.zeros((), x.dtype.np), tuple(x.shape))
+    return window_reduce(np, ufunc, dummy, tuple(node.params["axes"]), bool(node.params["keepdims"])) is not None
+
+
+def _elementwise(node: Node) -> bool:
+    return fusion._fusible(node)
+
+
+def _fuses_with(user: Node, v: Value) -> bool:
+    """Whether elementwise fusion can put `user` in one loop with the producer of `v` (fusion.py's rules)."""
+    return _elementwise(user) and tuple(user.out.shape) == tuple(v.shape) and \
+        fusion.choose_split([tuple(w.shape) for w in user.inputs], tuple(user.out.shape)) is not None
+
+
+def level(node: Node, space: Space) -> str | None:
+    """"reduce", "full" or "row" when `node` can be a member of a group in `space`, else None."""
+    if node.prim.name in REDUCTIONS:
+        other = reduction_space(node)
+        return "reduce" if other is not None and other.key() == space.key() else None
+    shape = tuple(node.out.shape)
+    if node.prim.name in IDENTITIES:
+        if node.out.dtype.name not in fusion.DTYPES or not _static(node.inputs[0].shape):
+            return None
+        if node.prim.name == "stop_gradient" and shape == space.shape:
+            return "full"
+        if shape in space.row_shapes and tuple(node.inputs[0].shape) in space.row_shapes:
+            return "row"
+        return None
+    if not _elementwise(node):
+        return None
+    if shape == space.shape:
+        return "full"
+    if shape in space.row_shapes and node.prim.name != "expand":
+        return "row"
+    return None
+
+
+class RowGroup:
+    """A row kernel: members in topological order, external inputs, outputs, kept originals."""
+
+    def __init__(self, space: Space, nodes: list[Node], levels: dict[int, str], outputs: list[Value],
+                 kept: set[int]):
+        self.space = space
+        self.nodes = nodes
+        self.levels = levels  # id(node) -> "reduce" / "full" / "row"
+        self.outputs = outputs
+        self.kept = kept  # ids of member nodes whose original also stays in the graph
+        inside = {n.out.id for n in nodes}
+        self.inputs: list[Value] = []
+        seen: set[int] = set()
+        for n in nodes:
+            for v in n.inputs:
+                if v.id not in inside and v.id not in seen:
+                    seen.add(v.id)
+                    self.inputs.append(v)
+        self.sequential = {id(n): sequential(n) for n in nodes if levels[id(n)] == "reduce"}
+
+    @property
+    def reductions(self) -> list[Node]:
+        return [n for n in self.nodes if self.levels[id(n)] == "reduce"]
+
+    def strict_inputs(self) -> list[int]:
+        """Indices of the inputs a sum's prologue reads at full size: they must be C-ordered.
+
+        NumPy sums a row in pairwise order only when the operand it sums is C-ordered, and its
+        elementwise results are C-ordered when their full-size operands are.
+        """
+        producer = {n.out.id: n for n in self.nodes}
+        index = {v.id: k for k, v in enumerate(self.inputs)}
+        strict: set[int] = set()
+        stack = [n.inputs[0] for n in self.reductions if n.prim.name == "sum"]
+        seen: set[int] = set()
+        while stack:
+            v = stack.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            node = producer.get(v.id)
+            if node is None:
+                if v.id in index and self.space.form(v.shape) == "full":
+                    strict.add(index[v.id])
+                continue
+            if self.levels[id(node)] == "full":
+                stack.extend(node.inputs)
+        return sorted(strict)
+
+
+def describe(group: RowGroup) -> str:
+    return " -> ".join(n.prim.name for n in group.nodes)
+
+
+class _Grower:
+    """Grows one group in one row space over a graph, keeping it convex."""
+
+    def __init__(self, graph: Graph, assigned: set[int]):
+        self.graph = graph
+        self.pos = {id(n): i for i, n in enumerate(graph.nodes)}
+        self.producer = {n.out.id: n for n in graph.nodes}
+        self.users: dict[int, list[Node]] = {}
+        for n in graph.nodes:
+            for v in n.inputs:
+                self.users.setdefault(v.id, []).append(n)
+        self.external = {v.id for v in graph.outputs} | {w.value.id for w in graph.state_writes}
+        self.assigned = assigned
+
+    # ---- legality -------------------------------------------------------------------------
+    def _value_fits(self, v: Value, consumer_level: str, out_shape: tuple, space: Space,
+                    members: dict[int, str]) -> bool:
+        """Whether a member of `consumer_level` can read `v` (a member's value or an external one)."""
+        p = self.producer.get(v.id)
+        inner_level = members.get(id(p)) if p is not None else None
+        if consumer_level == "full":
+            if inner_level in ("row", "reduce"):
+                return space.form(v.shape) == "col"  # a per-row value broadcast along the row
+            if inner_level == "full":
+                return True
+            return space.form(v.shape) is not None and v.dtype.name in fusion.DTYPES
+        # row level: per-row values of the same shape, or one value for all rows
+        if inner_level == "full":
+            return False
+        if v.dtype.name not in fusion.DTYPES or not _static(v.shape):
+            return False
+        return tuple(v.shape) == tuple(out_shape) or math.prod(v.shape) == 1 and len(v.shape) <= len(out_shape)
+
+    def _operands_ok(self, node: Node, lvl: str, space: Space, members: dict[int, str]) -> bool:
+        """Whether a member of level `lvl` can read every operand of `node` given `members`."""
+        if lvl == "reduce":
+            (x,) = node.inputs
+            p = self.producer.get(x.id)
+            inner_level = members.get(id(p)) if p is not None else None
+            if inner_level == "full":
+                return p.prim.name != "expand"  # NumPy sums a broadcast view in an order of its own
+            return inner_level is None and space.form(x.shape) == "full"
+        if lvl == "row" and node.prim.name == "reshape":
+            (x,) = node.inputs
+            p = self.producer.get(x.id)
+            return (members.get(id(p)) if p is not None else None) != "full"
+        out_shape = tuple(node.out.shape)
+        return all(self._value_fits(v, lvl, out_shape, space, members) for v in node.inputs)
+
+    def _fits(self, node: Node, space: Space, members: dict[int, str]) -> str | None:
+        """The level `node` would have as a member, when it and its member users can read their operands."""
+        lvl = level(node, space)
+        if lvl is None:
+            return None
+        tentative = {**members, id(node): lvl}
+        if not self._operands_ok(node, lvl, space, tentative):
+            return None
+        for u in self.users.get(node.out.id, []):
+            if id(u) in members and not self._operands_ok(u, members[id(u)], space, tentative):
+                return None
+        return lvl
+
+    def _reaches(self, starts: Iterable[Node], members: dict[int, str], forward: bool, bound: int) -> bool:
+        """Whether a path from `starts` through non-members reaches a member (within `bound`)."""
+        stack = list(starts)
+        seen: set[int] = set()
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if id(n) in members:
+                return True
+            if forward:
+                if self.pos[id(n)] > bound:
+                    continue
+                stack.extend(self.users.get(n.out.id, []))
+            else:
+                if self.pos[id(n)] < bound:
+                    continue
+                stack.extend(p for p in (self.producer.get(v.id) for v in n.inputs) if p is not None)
+        return False
+
+    def _convex_with(self, node: Node, members: dict[int, str], backward: bool) -> bool:
+        if backward:  # a producer: none of its other users may lead back into the group
+            outside = [u for u in self.users.get(node.out.id, []) if id(u) not in members]
+            return not self._reaches(outside, members, True, max(self.pos[id(m)] for m in self._nodes(members)))
+        outside = [p for p in (self.producer.get(v.id) for v in node.inputs)
+                   if p is not None and id(p) not in members]
+        return not self._reaches(outside, members, False, min(self.pos[id(m)] for m in self._nodes(members)))
+
+    def _nodes(self, members: dict[int, str]) -> list[Node]:
+        return [self.graph.nodes[self.pos[k]] for k in members]
+
+    # ---- growth ---------------------------------------------------------------------------
+    def grow(self, seed: Node, space: Space) -> dict[int, str]:
+        members: dict[int, str] = {id(seed): "reduce"}
+        changed = True
+        while changed:
+            changed = False
+            for m in sorted(self._nodes(members), key=lambda n: -self.pos[id(n)]):
+                for v in m.inputs:  # backwards: producers
+                    p = self.producer.get(v.id)
+                    if p is None or id(p) in members or id(p) in self.assigned:
+                        continue
+                    lvl = self._fits(p, space, members)
+                    if lvl is not None and self._convex_with(p, members, backward=True):
+                        members[id(p)] = lvl
+                        changed = True
+            for m in sorted(self._nodes(members), key=lambda n: self.pos[id(n)]):
+                for u in self.users.get(m.out.id, []):  # forwards: consumers
+                    if id(u) in members or id(u) in self.assigned:
+                        continue
+                    lvl = self._fits(u, space, members)
+                    if lvl is not None and self._convex_with(u, members, backward=False):
+                        members[id(u)] = lvl
+                        changed = True
+        return members
+
+    def finish(self, members: dict[int, str], space: Space) -> RowGroup | None:
+        """Decide outputs and kept originals, prune members nobody needs, build the group."""
+        while members:
+            nodes = sorted(self._nodes(members), key=lambda n: self.pos[id(n)])
+            out_ids, kept = self._exits(nodes, members)
+            dead = [id(n) for n in nodes if n.out.id not in out_ids
+                    and not any(id(u) in members for u in self.users.get(n.out.id, []))]
+            if not dead:
+                break
+            for k in dead:
+                del members[k]
+        if not members or not any(lvl == "reduce" for lvl in members.values()) or len(members) < MIN_NODES:
+            return None
+        if math.prod(space.shape) < fusion.MIN_ELEMENTS:
+            return None
+        outputs = [n.out for n in nodes if n.out.id in out_ids]
+        return RowGroup(space, nodes, dict(members), outputs, kept)
+
+    def _exits(self, nodes: list[Node], members: dict[int, str]) -> tuple[set[int], set[int]]:
+        """(ids of member values the group must output, ids of members whose original stays).
+
+        A member value read outside is an output, except a full node read outside only by
+        elementwise nodes: its original is kept there, to be recomputed (by elementwise fusion)
+        rather than stored. A kept original reads its operands outside too, so they become
+        outputs or kept in turn.
+        """
+        out_ids: set[int] = set()
+        kept: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for n in reversed(nodes):
+                if id(n) in kept or n.out.id in out_ids:
+                    continue
+                readers = [u for u in self.users.get(n.out.id, []) if id(u) not in members or id(u) in kept]
+                if not readers and n.out.id not in self.external:
+                    continue
+                if members[id(n)] == "full" and n.out.id not in self.external \
+                        and all(_fuses_with(u, n.out) for u in readers):
+                    kept.add(id(n))
+                else:
+                    out_ids.add(n.out.id)
+                changed = True
+        return out_ids, kept
+
+
+def find_row_groups(graph: Graph) -> list[RowGroup]:
+    """Row groups over `graph`, seeded at its eligible reductions from the last one back."""
+    assigned: set[int] = set()
+    grower = _Grower(graph, assigned)
+    groups = []
+    for node in reversed(graph.nodes):
+        if id(node) in assigned:
+            continue
+        space = reduction_space(node)
+        if space is None or math.prod(space.shape) < fusion.MIN_ELEMENTS:
+            continue
+        if grower._fits(node, space, {}) is None:
+            continue
+        members = grower.grow(node, space)
+        group = grower.finish(members, space)
+        if group is None:
+            continue
+        assigned.update(id(n) for n in group.nodes)
+        groups.append(group)
+    return groups

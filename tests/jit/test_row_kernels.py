@@ -1,0 +1,399 @@
+"""Row kernels (kiln/jit/backends/cpu/rows.py, rowcode.py): reductions over trailing axes fused
+with their elementwise prologue and epilogue must equal eager execution bit for bit.
+
+Comparison: values viewed as unsigned integers (so -0.0 != +0.0), NaN equal to NaN whatever
+its sign and payload (as in test_c_expressions.py: IEEE leaves those unspecified).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln.jit.api import trace_graph
+from kiln.jit.backends import cpu, interpret
+from kiln.jit.backends.cpu import fusion, rowcode, rows
+from kiln.jit.executor import gather_inputs
+from kiln.models.gpt import Block
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="no C compiler")
+
+DTYPES = ["float32", "float64"]
+
+
+@pytest.fixture
+def kernel_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def fuse_everything(kernel_cache, monkeypatch):
+    """Fuse even tiny arrays."""
+    monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
+    return kernel_cache
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view(f"u{a.itemsize}")
+
+
+def assert_bitwise(got, want, what=""):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
+    differ = _bits(got) != _bits(want)
+    if got.dtype.kind == "f":
+        differ &= ~(np.isnan(got) & np.isnan(want))
+    if differ.any():
+        where = np.flatnonzero(differ)[:5]
+        raise AssertionError(f"{what}: {int(differ.sum())} of {differ.size} elements differ, e.g. at {where}: "
+                             f"{got.reshape(-1)[where]} vs eager {want.reshape(-1)[where]}")
+
+
+def _data(shape, dtype, seed, specials=True):
+    rng = np.random.default_rng(seed)
+    scale = rng.choice([1e-3, 1.0, 1e3])
+    x = (rng.standard_normal(shape) * scale + rng.standard_normal()).astype(dtype)
+    if specials and x.ndim >= 1 and x.size >= 8:
+        rows = x.reshape(-1, x.shape[-1])
+        if rows.shape[0] >= 4:
+            rows[0] = -0.0                      # a row of negative zeros
+            rows[1, ::2] = 0.0                  # zeros of both signs
+            rows[1, 1::2] = -0.0
+            rows[2, rng.integers(rows.shape[1])] = np.nan
+            rows[3, rng.integers(rows.shape[1])] = np.inf
+    return x
+
+
+def _row_kernels(compiled) -> list[str]:
+    entry = compiled.cache_entries[0]
+    plans = [entry.plan] if hasattr(entry, "plan") else [entry.forward_plan, entry.backward_plan]
+    return [n.prim.name for p in plans for n in p.graph.nodes if n.prim.name.startswith("fused_rows")]
+
+
+def _check_compiled(fn, *arrays, expect_rows=True):
+    """kiln.compile(fn) on the cpu backend equals eager, bit for bit, on two calls."""
+    tensors = [kiln.tensor(a) for a in arrays]
+    compiled = kiln.compile(fn, backend="cpu")
+    with kiln.no_grad(), np.errstate(all="ignore"):
+        compiled(*tensors)  # traces: eager's own result
+        got = compiled(*tensors).numpy()
+        want = fn(*tensors).numpy()
+    assert_bitwise(got, want, getattr(fn, "__name__", "fn"))
+    if expect_rows:
+        assert _row_kernels(compiled), "no row kernel was formed"
+    return compiled
+
+
+# ---- the reducers against NumPy, every row length -------------------------------------------------
+def _raw_kernel(op: str, dtype: str, shape=(4, 64)):
+    """The compiled C function of `op(x * y)` over rows, callable with any [outer, inner]."""
+    x, y = kiln.tensor(np.ones(shape, dtype)), kiln.tensor(np.ones(shape, dtype))
+
+    def fn(x, y):
+        p = x * y
+        return p.sum(-1) if op == "sum" else p.amax(-1)
+    graph = trace_graph(fn, x, y)
+    fused = cpu.fuse(graph)
+    (node,) = [n for n in fused.nodes if n.prim.name.startswith("fused_rows")]
+    assert not any(node.prim.group.sequential.values())
+    assert [v.shape for v in node.prim.group.inputs] == [shape, shape]
+    return node.prim
+
+
+def _run_raw(kernel, x, y):
+    outer, inner = x.shape
+    out = np.empty(outer, x.dtype)
+    scratch = np.empty(inner, np.float64)
+    flagged = kernel.fn(outer, inner, scratch.ctypes.data, out.ctypes.data, x.ctypes.data, y.ctypes.data)
+    return out, flagged
+
+
+ROW_LENGTHS = list(range(1, 301)) + [511, 1000, 1023, 1024, 1025, 4097, 8191, 8193, 65537]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pairwise_sum_equals_numpy_for_every_row_length(fuse_everything, dtype):
+    kernel = _raw_kernel("sum", dtype)
+    for n in ROW_LENGTHS:
+        x = _data((6, n), dtype, n)
+        y = _data((6, n), dtype, n + 1, specials=False)
+        with np.errstate(all="ignore"):
+            want = np.sum(x * y, axis=-1, dtype=x.dtype)
+            got, flagged = _run_raw(kernel, x, y)
+        assert flagged == 0
+        assert_bitwise(got, want, f"sum over {n}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large_rows_and_overflow(fuse_everything, dtype):
+    kernel = _raw_kernel("sum", dtype)
+    big = np.finfo(dtype).max / 4
+    for n in (1 << 20, (1 << 20) + 13):
+        x = _data((2, n), dtype, 7, specials=False)
+        x[1, :] = big  # overflows to inf part way
+        y = np.ones_like(x)
+        with np.errstate(all="ignore"):
+            want = np.sum(x * y, axis=-1, dtype=x.dtype)
+            got, _ = _run_raw(kernel, x, y)
+        assert_bitwise(got, want, f"sum over {n}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_row_max_equals_numpy_or_says_it_cannot(fuse_everything, dtype):
+    """Max is exact except the sign of a zero maximum over mixed +0/-0, which the kernel flags."""
+    kernel = _raw_kernel("max", dtype)
+    for n in ROW_LENGTHS[:300] + [1000, 4097]:
+        x = _data((6, n), dtype, n)
+        x[4] = -np.abs(x[4])
+        x[4, 0] = 0.0  # max is a zero: +0 only
+        x[5] = -np.abs(x[5])
+        x[5, 0] = -0.0
+        x[5, -1] = 0.0 if n > 1 else -0.0  # both signs: ambiguous when n > 1
+        y = np.ones_like(x)
+        with np.errstate(all="ignore"):
+            want = np.max(x * y, axis=-1)
+            got, flagged = _run_raw(kernel, x, y)
+        p = x * y
+        ambiguous = [bool(not np.isnan(r).any() and r.max() == 0 and np.signbit(r[r == 0]).any()
+                          and not np.signbit(r[r == 0]).all()) for r in p]
+        assert ambiguous[5] == (n > 1) and flagged == sum(ambiguous), n
+        got[ambiguous] = want[ambiguous]  # flagged rows: RowKernel.kernel answers them with NumPy
+        assert_bitwise(got, want, f"max over {n}")
+
+
+# ---- kiln.compile == eager on the motivating patterns ------------------------------------------
+SHAPES = [(4, 3), (7, 8), (5, 16), (3, 17), (6, 100), (2, 129), (3, 300), (33, 1000), (2, 3, 40), (4096, 12),
+          (2048, 16), (9, 2, 2)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_patterns_equal_eager(fuse_everything, dtype, shape):
+    x = _data(shape, dtype, sum(shape))
+    y = _data(shape, dtype, sum(shape) + 1, specials=False)
+
+    def layer_norm(x):
+        return F.layer_norm(x, x.shape[-1:])
+
+    def softmax(x):
+        return F.softmax(x, -1)
+
+    def log_softmax(x):
+        return F.log_softmax(x, -1)
+
+    def mean(x):
+        return x.mean(-1)
+
+    def centered(x):
+        return x - x.mean(-1, keepdim=True)
+
+    def row_dot(x, y):
+        return (x * y).sum(-1, keepdim=True) * 2.0
+
+    for fn in (layer_norm, softmax, log_softmax, mean, centered):
+        _check_compiled(fn, x)
+    _check_compiled(row_dot, x, y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape,normalized", [((64, 128), (128,)), ((4, 16, 48), (48,)), ((3, 8, 6, 10), (6, 10)),
+                                              ((40, 200), (200,))], ids=str)
+def test_layer_norm_module_equals_eager(fuse_everything, dtype, affine, shape, normalized):
+    kiln.manual_seed(1)
+    ln = nn.LayerNorm(normalized, elementwise_affine=affine)
+    if dtype == "float64":
+        ln = ln.double()
+    if affine:
+        with kiln.no_grad():
+            ln.weight.copy_(kiln.tensor(_data(normalized, dtype, 3, specials=False)))
+            ln.bias.copy_(kiln.tensor(_data(normalized, dtype, 4, specials=False)))
+    x = kiln.tensor(_data(shape, dtype, 5))
+    compiled = kiln.compile(ln, backend="cpu")
+    with kiln.no_grad(), np.errstate(all="ignore"):
+        compiled(x)
+        assert_bitwise(compiled(x).numpy(), ln(x).numpy(), "LayerNorm")
+    names = _row_kernels(compiled)
+    assert names == ["fused_rows[sum -> div -> sub -> mul -> sum -> div -> add]"], names
+
+
+def test_random_shapes_and_data(fuse_everything):
+    """Many random shapes, axes counts and dtypes through one composite program."""
+    rng = np.random.default_rng(123)
+
+    def program(x, w):
+        mu = x.mean(dim=tuple(range(x.ndim - k_axes, x.ndim)), keepdim=True)
+        c = (x - mu) * w
+        m = c.amax(dim=tuple(range(x.ndim - k_axes, x.ndim)), keepdim=True)
+        return (c - m).relu() + c.sum(dim=tuple(range(x.ndim - k_axes, x.ndim)), keepdim=True) / 3.0
+
+    for trial in range(40):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(d) for d in rng.integers(1, 40, ndim))
+        if rng.random() < 0.3:
+            shape = shape[:-1] + (int(rng.integers(100, 700)),)
+        k_axes = int(rng.integers(1, ndim + 1))
+        dtype = DTYPES[trial % 2]
+        x = _data(shape, dtype, trial)
+        w = _data(shape[-1:], dtype, trial + 1000, specials=False)
+        tensors = [kiln.tensor(x), kiln.tensor(w)]
+        compiled = kiln.compile(program, backend="cpu")
+        with kiln.no_grad(), np.errstate(all="ignore"):
+            compiled(*tensors)
+            assert_bitwise(compiled(*tensors).numpy(), program(*tensors).numpy(), f"shape {shape} axes {k_axes}")
+
+
+# ---- the paths where NumPy's order cannot be had: fall back, stay exact ----------------------------
+def _kernel_of(compiled) -> rowcode.RowKernel:
+    entry = compiled.cache_entries[0]
+    return [n.prim for n in entry.plan.graph.nodes if n.prim.name.startswith("fused_rows")][0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mixed_sign_zero_maximum_falls_back_to_numpy(fuse_everything, dtype):
+    x = -np.abs(_data((8, 64), dtype, 0, specials=False))
+    x[3, 5], x[3, 9] = 0.0, -0.0
+
+    def shifted(x):
+        return x - x.amax(-1, keepdim=True)
+
+    compiled = _check_compiled(shifted, x)
+    assert _kernel_of(compiled).fallbacks >= 1
+    before = _kernel_of(compiled).fallbacks
+    _check_compiled(shifted, np.abs(x))  # no zero maximum: no fallback
+    assert _kernel_of(compiled).fallbacks == before
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_transposed_input_is_summed_as_numpy_does(fuse_everything, dtype):
+    """NumPy sums rows of a transposed array in another order: the kernel must not use its own."""
+    base = _data((300, 8), dtype, 1)
+
+    def centered(x):
+        return (x * 3.0).sum(-1, keepdim=True) - x
+
+    compiled = kiln.compile(centered, backend="cpu")
+    xt = kiln.tensor(base).transpose(0, 1)  # (8, 300), not C-contiguous
+    with kiln.no_grad(), np.errstate(all="ignore"):
+        compiled(xt)
+        assert_bitwise(compiled(xt).numpy(), centered(xt).numpy(), "transposed")
+        contiguous = kiln.tensor(np.ascontiguousarray(base.T))
+        assert_bitwise(compiled(contiguous).numpy(), centered(contiguous).numpy(), "contiguous")
+    assert _row_kernels(compiled)
+
+
+def test_small_windows_are_summed_left_to_right(fuse_everything):
+    """Where the Sum kernel chains a window of <= 16 slices (reduce.window_reduce), so does C."""
+    monkey = fusion.MIN_ELEMENTS
+    assert monkey == 1
+    for shape in ((4096, 12), (4096, 16), (8192, 3, 5)):
+        x = _data(shape, "float32", 3)
+        compiled = _check_compiled(lambda x: (x * 1.5).sum(tuple(range(1, x.ndim))) + 1.0, x)
+        kernel = _kernel_of(compiled)
+        assert all(kernel.group.sequential.values())
+
+
+# ---- what is and is not grouped -------------------------------------------------------------------
+def _fused_graph(fn, *tensors):
+    return cpu.fuse(trace_graph(fn, *tensors))
+
+
+def test_layer_norm_plan_shape(fuse_everything):
+    x = kiln.randn(8, 32)
+    text = str(_fused_graph(lambda x: F.layer_norm(x, (32,)), x))
+    assert "fused_rows[sum -> div -> sub -> mul -> sum -> div -> add]" in text
+    assert "pow" in text  # rsqrt is pow(v, -0.5): NumPy's SIMD pow is not C's, so it stays outside
+    assert "fused[sub -> mul]" in text  # the normalization recomputes x - mean instead of storing it
+
+
+def test_softmax_plan_shape(fuse_everything):
+    x = kiln.randn(8, 32)
+    names = [n.prim.name for n in _fused_graph(lambda x: F.softmax(x, -1), x).nodes]
+    assert names == ["fused_rows[max -> sub]", "exp", "fused_rows[sum -> div -> mul]"]
+
+
+def test_not_grouped(fuse_everything):
+    x = kiln.randn(8, 32)
+    # a leading-axis reduction, an integer sum, a reduction alone
+    for fn in (lambda x: (x * 2.0).sum(0), lambda x: (x > 0).sum(-1) + 1, lambda x: x.sum(-1)):
+        assert not any(n.prim.name.startswith("fused_rows") for n in _fused_graph(fn, x).nodes)
+
+
+def test_dynamic_dims_are_not_grouped(kernel_cache):
+    f = kiln.compile(lambda x: F.softmax(x * 2.0, -1), backend="cpu", dynamic_dims={0: {0: "B"}})
+    for batch in (3000, 5000):
+        x = kiln.randn(batch, 8)
+        with kiln.no_grad():
+            f(x)
+            assert_bitwise(f(x).numpy(), F.softmax(x * 2.0, -1).numpy(), "dynamic")
+    assert not _row_kernels(f)
+
+
+def test_multi_output_group(fuse_everything):
+    """A group whose row statistics and full-size values are both needed outside."""
+    x = _data((16, 64), "float64", 2)
+
+    def fn(x):
+        mu = x.mean(-1, keepdim=True)
+        c = x - mu
+        return c.exp(), mu * 2.0, (c * c).sum(-1)
+
+    tensors = [kiln.tensor(x)]
+    compiled = kiln.compile(fn, backend="cpu")
+    with kiln.no_grad(), np.errstate(all="ignore"):
+        compiled(*tensors)
+        for got, want in zip(compiled(*tensors), fn(*tensors)):
+            assert_bitwise(got.numpy(), want.numpy(), "multi-output")
+    assert _row_kernels(compiled)
+
+
+def test_generated_source_is_shown(fuse_everything):
+    x = kiln.randn(8, 32)
+    (node,) = [n for n in _fused_graph(lambda x: x.mean(-1), x).nodes]
+    assert "kiln_pairwise_sumf(p0, inner)" in node.prim.source
+    assert isinstance(node.prim.fn, ctypes._CFuncPtr)
+
+
+# ---- training: forward and backward of a transformer block ------------------------------------
+def test_transformer_block_forward_and_backward_equal_the_interpreter(kernel_cache):
+    """Outputs and every gradient of a compiled pre-LN transformer block (LayerNorms, softmax
+    attention, GELU MLP), float64 and float32, bit for bit against the NumPy interpreter backend.
+
+    Compiled training is not bitwise eager on either backend (the graph-level backward adds
+    gradient contributions in its own order), so the oracle here is the interpreter; eager is
+    checked within rounding."""
+    for dtype in DTYPES:
+        kiln.manual_seed(0)
+        block = Block(64, 4)
+        if dtype == "float64":
+            block = block.double()
+        x = kiln.tensor(_data((4, 32, 64), dtype, 9, specials=False), requires_grad=True)
+
+        def step(fn):
+            block.zero_grad()
+            x.grad = None
+            out = fn(x)
+            (out * out).sum().backward()
+            return [out.detach().numpy().copy(), x.grad.numpy().copy()] + \
+                [p.grad.numpy().copy() for p in block.parameters()]
+
+        results = {}
+        for backend in ("cpu", "interpret"):
+            compiled = kiln.compile(block, backend=backend)
+            step(compiled)  # trace
+            results[backend] = step(compiled)
+            if backend == "cpu":
+                names = _row_kernels(compiled)
+                assert sum("sum -> div -> sub -> mul -> sum -> div -> add" in n for n in names) == 2  # LayerNorms
+                assert sum("neg -> sum" in n for n in names) == 2  # their backward
+                assert sum("max" in n for n in names) == 1  # softmax
+        eager = step(block)
+        for k, (got, want, ref) in enumerate(zip(results["cpu"], results["interpret"], eager)):
+            assert_bitwise(got, want, f"{dtype} output/grad {k}")
+            np.testing.assert_allclose(got, ref, rtol=1e-4 if dtype == "float32" else 1e-10, atol=1e-5)
