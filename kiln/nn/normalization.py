@@ -57,12 +57,14 @@ class LayerNorm(Module):
 class GroupNorm(Module):
     """Normalize (N, C, *) over groups of C // num_groups channels, then scale and shift per channel.
 
+    ``affine=False`` drops both per-channel parameters; ``bias=False`` only the shift.
+
     >>> kiln.nn.GroupNorm(4, 16)(kiln.randn(2, 16, 8, 8)).shape
     (2, 16, 8, 8)
     """
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 device: Any = None, dtype: Any = None) -> None:
+                 device: Any = None, dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         if not is_int(num_groups) or not is_int(num_channels) or num_groups <= 0 or num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels ({num_channels!r}) must be divisible by num_groups "
@@ -73,14 +75,18 @@ class GroupNorm(Module):
         self.affine = affine
         if affine:
             self.weight = Parameter(ones(self.num_channels, dtype=dtype, device=device))
-            self.bias = Parameter(zeros(self.num_channels, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(zeros(self.num_channels, dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
     def reset_parameters(self) -> None:
-        if self.affine:
+        if self.weight is not None:
             init.ones_(self.weight)
+        if self.bias is not None:
             init.zeros_(self.bias)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
@@ -90,7 +96,8 @@ class GroupNorm(Module):
         return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class RMSNorm(Module):

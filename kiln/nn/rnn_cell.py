@@ -108,7 +108,7 @@ class RNNCell(RNNCellBase):
 
     def extra_repr(self) -> str:
         s = super().extra_repr()
-        return s + (", nonlinearity='relu'" if self.nonlinearity == "relu" else "")
+        return s + (", nonlinearity=relu" if self.nonlinearity == "relu" else "")
 
 
 class LSTMCell(RNNCellBase):
