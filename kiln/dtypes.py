@@ -37,7 +37,32 @@ float16 = DType("float16", np.float16, "f", 0, "_Float16")
 float32 = DType("float32", np.float32, "f", 1, "float")
 float64 = DType("float64", np.float64, "f", 2, "double")
 
-ALL_DTYPES = (bool_, int32, int64, float16, float32, float64)
+try:  # bfloat16 arrays come from ml_dtypes, an optional dependency: pip install 'kiln[bfloat16]'
+    import ml_dtypes as _ml_dtypes
+except ImportError:  # pragma: no cover - exercised in a subprocess by tests/core/test_core_bfloat16.py
+    _ml_dtypes = None
+
+BFLOAT16_MISSING = ("kiln.bfloat16 needs the ml_dtypes package, which is not installed; install it with "
+                    "pip install 'kiln[bfloat16]' (or pip install ml_dtypes)")
+
+
+class UnavailableDType:
+    """Stands in for a dtype whose optional package is missing: using it raises TypeError with the fix."""
+
+    def __init__(self, name: str, why: str):
+        self.name, self.why = name, why
+
+    def __repr__(self) -> str:
+        return f"kiln.{self.name} (unavailable: {self.why})"
+
+
+if _ml_dtypes is not None:
+    # 8 exponent bits like float32, 8 significant bits; NumPy ops on it compute in float32 and round
+    bfloat16: Any = DType("bfloat16", _ml_dtypes.bfloat16, "f", 0, "uint16_t")
+    ALL_DTYPES = (bool_, int32, int64, float16, bfloat16, float32, float64)
+else:
+    bfloat16 = UnavailableDType("bfloat16", BFLOAT16_MISSING)
+    ALL_DTYPES = (bool_, int32, int64, float16, float32, float64)
 _KIND_ORDER = {"b": 0, "i": 1, "f": 2}
 
 _BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
@@ -45,6 +70,8 @@ _BY_NAME.update({
     "float": float32, "double": float64, "half": float16, "long": int64, "int": int32,
     "f32": float32, "f64": float64, "f16": float16, "i32": int32, "i64": int64,
 })
+if isinstance(bfloat16, DType):
+    _BY_NAME["bf16"] = bfloat16
 _BY_NP: dict[np.dtype, DType] = {d.np: d for d in ALL_DTYPES}
 
 default_float: DType = float32
@@ -76,6 +103,10 @@ def get_dtype(spec: Any) -> DType:
             found = None
         if found is not None:
             return found
+    if isinstance(spec, UnavailableDType):
+        raise TypeError(spec.why)
+    if not isinstance(bfloat16, DType) and str(spec).replace("torch.", "") in ("bfloat16", "bf16"):
+        raise TypeError(BFLOAT16_MISSING)
     names = ", ".join(d.name for d in ALL_DTYPES)
     raise TypeError(f"unknown dtype {spec!r}: expected one of {names} (or a kiln.dtype object)")
 
@@ -159,6 +190,8 @@ def promote(a: DType, b: DType) -> DType:
     ka, kb = _KIND_ORDER[a.kind], _KIND_ORDER[b.kind]
     if ka != kb:
         return a if ka > kb else b
+    if a.rank == b.rank and a.kind == "f":  # float16 with bfloat16: neither holds the other (as PyTorch)
+        return float32
     return a if a.rank >= b.rank else b
 
 

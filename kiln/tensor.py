@@ -107,7 +107,7 @@ class Tensor:
         return self._device.type == "cuda"
 
     def is_floating_point(self) -> bool:
-        return self._data.dtype.kind == "f"
+        return self._data.dtype.kind in "fV"  # "V": bfloat16 (ml_dtypes)
 
     def element_size(self) -> int:
         return self._data.itemsize
@@ -195,7 +195,7 @@ class Tensor:
         return self._node is None
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        if requires_grad and self._data.dtype.kind != "f":
+        if requires_grad and self._data.dtype.kind not in "fV":
             raise RuntimeError(f"only floating point tensors can require gradients, got {self.dtype.name}")
         if not self.is_leaf and not requires_grad:
             raise RuntimeError("you can only change requires_grad of leaf tensors; use detach() instead")
@@ -326,7 +326,10 @@ class Tensor:
 
     # ---- printing -----------------------------------------------------------------
     def __repr__(self) -> str:
-        body = np.array2string(_to_host(self._data), separator=", ", prefix="tensor(", precision=4)
+        host = _to_host(self._data)
+        if host.dtype.kind == "V":  # bfloat16 prints its values as floats ("1." rather than "1")
+            host = host.astype(np.float32)
+        body = np.array2string(host, separator=", ", prefix="tensor(", precision=4)
         extras = []
         if self.dtype not in (default_float, from_numpy_dtype(np.dtype(np.int64)), get_dtype("bool")):
             extras.append(f"dtype={self.dtype!r}")

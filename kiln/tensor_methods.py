@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import autograd
-from .functional import creation, math, shape
+from . import autograd, tensor_data
+from .functional import compare, creation, math, sampling, shape, sorting, tiling
 from .dtypes import check_fits
 from .ops import primitive
 from .ops.primitive import REGISTRY, bind_binary
@@ -285,3 +285,47 @@ Tensor.copy_ = _copy_
 Tensor.__setitem__ = _setitem
 Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
+
+
+# ---- sorting, sampling, tiling and closeness ----------------------------------------
+for _name, _fn in {"sort": sorting.sort, "argsort": sorting.argsort, "topk": sorting.topk,
+                   "unique": sorting.unique, "multinomial": sampling.multinomial, "repeat": tiling.repeat,
+                   "tile": tiling.tile, "isclose": compare.isclose, "allclose": compare.allclose}.items():
+    setattr(Tensor, _name, _method(_fn))
+
+
+# ---- new_* constructors: same dtype and device as self unless given ------------------
+def _new_full(self: Tensor, size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    """A tensor of `size` filled with `fill_value`, with self's dtype and device by default."""
+    return creation.full(size, fill_value, dtype=dtype if dtype is not None else self.dtype,
+                         device=device if device is not None else self.device, requires_grad=requires_grad)
+
+
+def _new_filler(name: str, value: Any) -> Callable:
+    def method(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+        shape = creation._shape(size, name)
+        return _new_full(self, shape, value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    method.__name__ = name
+    method.__doc__ = f"A tensor of the given size filled with {value}, with self's dtype and device by default."
+    return method
+
+
+def _new_tensor(self: Tensor, data: Any, dtype: Any = None, device: Any = None,
+                requires_grad: bool = False) -> Tensor:
+    """A copy of `data` as a tensor with self's dtype and device by default (PyTorch's new_tensor)."""
+    from .tensor import tensor  # noqa: PLC0415
+
+    return tensor(data, dtype=dtype if dtype is not None else self.dtype,
+                  device=device if device is not None else self.device, requires_grad=requires_grad)
+
+
+Tensor.new_full = _new_full
+Tensor.new_zeros = _new_filler("new_zeros", 0)
+Tensor.new_ones = _new_filler("new_ones", 1)
+Tensor.new_empty = _new_filler("new_empty", 0)  # zero-filled, as kiln.empty
+Tensor.new_tensor = _new_tensor
+Tensor.data = property(tensor_data.get_data, tensor_data.set_data, doc=tensor_data.get_data.__doc__)
+Tensor.__format__ = tensor_data.format_tensor

@@ -15,6 +15,10 @@ from .shape import (bind_index, broadcast_tensors, broadcast_to, cat, chunk, clo
                     contiguous, expand, flatten, flip, gather, getitem, index_grad, index_put, index_select,
                     masked_fill, movedim, narrow, permute, reshape, scatter_add, select, split, squeeze,
                     stack, swapaxes, t, take_along_dim, transpose, tril, triu, unbind, unsqueeze, view)
+from .compare import allclose, isclose
+from .sampling import multinomial
+from .sorting import argsort, sort, topk, unique
+from .tiling import tile
 from .nn import *  # noqa: F403 - the neural-network functional ops
 from .nn import __all__ as _nn_all
 

@@ -165,11 +165,17 @@ def randn(*shape: Any, dtype: Any = None, device: Any = None, generator: Generat
 
 def randint(low: int, high: int | None = None, size: Any = None, *, dtype: Any = None,
             device: Any = None, generator: Generator | None = None) -> Tensor:
-    """Integers uniform in [low, high)."""
+    """Integers uniform in [low, high): ``randint(low, high, size)`` or ``randint(high, size)``.
+
+    >>> kiln.randint(10, (3,))        # in [0, 10)
+    >>> kiln.randint(5, 10, size=(2, 2))
+    """
+    if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if size is None:
-        raise TypeError("randint() needs size, e.g. randint(0, 10, (3,))")
+        raise TypeError("randint() needs size, e.g. randint(10, (3,)) or randint(0, 10, (3,))")
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
     u = rand(*_size(size, "randint"), dtype="float64",

@@ -86,7 +86,7 @@ def _binary(name: str, a: Any, b: Any) -> Tensor:
 
 def _floating(x: Any) -> Tensor:
     x = _as_tensor(x)
-    if x._data.dtype.kind != "f":
+    if x._data.dtype.kind not in "fV":  # ("V": bfloat16)
         return cast(x, default_float)
     return x
 
@@ -118,7 +118,7 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
     """True division; integer operands give floats. rounding_mode 'floor'/'trunc' as in PyTorch."""
     a, b = _operands(a, b)
     if rounding_mode is None:
-        if a._data.dtype.kind != "f":
+        if a._data.dtype.kind not in "fV":
             a, b = cast(a, default_float), cast(b, default_float)
         return bind(_P["div"], (a, b), {})
     if rounding_mode == "floor":
@@ -126,7 +126,7 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode == "trunc":  # round toward zero; integer operands stay integers
         q = div(a, checked_divisor("div(rounding_mode='trunc')", a, b))
         t = where(lt(q, 0), ceil(q), floor(q))
-        return cast(t, a.dtype) if a._data.dtype.kind != "f" else t
+        return cast(t, a.dtype) if a._data.dtype.kind not in "fV" else t
     raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
 
 
@@ -134,7 +134,7 @@ def floor_divide(a: Any, b: Any) -> Tensor:
     """floor(a / b), Python's //. Integer division by zero raises, as in PyTorch."""
     if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a._data.dtype is b._data.dtype):
         a, b = _operands(a, b)
-    if a._data.dtype.kind != "f":
+    if a._data.dtype.kind not in "fV":
         b = checked_divisor("floor_divide", a, b)
     return bind_binary(_P["floor_divide"], a, b)
 
@@ -156,7 +156,7 @@ def remainder(a: Any, b: Any) -> Tensor:
 
 def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - mirrors torch.pow
     """a ** b. A scalar exponent keeps the tensor's dtype."""
-    if isinstance(a, Tensor) and a._data.dtype.kind != "f" and isinstance(b, float):
+    if isinstance(a, Tensor) and a._data.dtype.kind not in "fV" and isinstance(b, float):
         a = cast(a, default_float)
     return _binary("pow", a, b)
 
@@ -319,7 +319,7 @@ def isfinite(x: Tensor) -> Tensor:
 
 def _rounding(name: str, x: Any) -> Tensor:
     x = _as_tensor(x)
-    return x if x._data.dtype.kind != "f" else bind(_P[name], (x,), {})  # integers are already whole
+    return x if x._data.dtype.kind not in "fV" else bind(_P[name], (x,), {})  # integers are already whole
 
 
 def floor(x: Tensor) -> Tensor:

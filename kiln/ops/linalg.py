@@ -27,6 +27,8 @@ class Matmul(Primitive):
         return AbstractValue(batch + (a.shape[-2], b.shape[-1]), a.dtype)
 
     def kernel(self, xp, a, b):
+        if a.dtype.kind == "V":  # bfloat16: BLAS in float32, rounded once at the end (as PyTorch)
+            return xp.matmul(a.astype(xp.float32), b.astype(xp.float32)).astype(a.dtype)
         return xp.matmul(a, b)
 
     def vjp(self, g, inputs, node):
@@ -76,6 +78,8 @@ class Einsum(Primitive):
         return AbstractValue(tuple(sizes[ch] for ch in so), a.dtype)
 
     def kernel(self, xp, a, b, *, spec):
+        if a.dtype.kind == "V":  # bfloat16: computed in float32, rounded once at the end
+            return xp.einsum(spec, a.astype(xp.float32), b.astype(xp.float32), optimize=True).astype(a.dtype)
         return xp.einsum(spec, a, b, optimize=True)
 
     def vjp(self, g, inputs, node, *, spec):

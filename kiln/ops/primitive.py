@@ -139,7 +139,7 @@ def bind(prim: Primitive, inputs: tuple, params: dict) -> Tensor:
         _mark_view(prim, inputs, data, out, device)
     for t in inputs:
         if t.requires_grad:
-            if _grad_state.enabled and data.dtype.kind == "f":  # int/bool results never need grads
+            if _grad_state.enabled and data.dtype.kind in "fV":  # int/bool results never need grads ("V": bfloat16)
                 out.requires_grad = True
                 out._node = Node(prim, inputs, params, out)
             break
@@ -164,7 +164,7 @@ def bind_binary(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
     out = _new(_Tensor)
     out._data = data
     out._device = device
-    if (a.requires_grad or b.requires_grad) and _grad_state.enabled and data.dtype.kind == "f":
+    if (a.requires_grad or b.requires_grad) and _grad_state.enabled and data.dtype.kind in "fV":
         out.requires_grad = True
         out._node = Node(prim, (a, b), _NO_PARAMS, out)
     tracer = trace_state.tracer

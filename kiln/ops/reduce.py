@@ -70,6 +70,8 @@ class Sum(Primitive):
             fast = window_reduce(xp, xp.add, x, axes, keepdims)
             if fast is not None:
                 return fast
+        if x.dtype.kind == "V":  # bfloat16: accumulate in float32, round once (as PyTorch)
+            return xp.sum(x, axis=_array_axes(x, axes), keepdims=keepdims, dtype=xp.float32).astype(x.dtype)
         return xp.sum(x, axis=_array_axes(x, axes), keepdims=keepdims,
                       dtype=x.dtype if x.dtype.kind != "b" else None)
 
@@ -165,6 +167,8 @@ class Cumsum(Primitive):
     def kernel(self, xp, x, *, axis):
         if x.ndim == 0:  # NumPy would return shape (1,); a 0-d cumsum is the value itself
             return xp.array(x, copy=True)
+        if x.dtype.kind == "V":  # bfloat16: accumulate in float32, round each output once
+            return xp.cumsum(x, axis=axis, dtype=xp.float32).astype(x.dtype)
         return xp.cumsum(x, axis=axis, dtype=x.dtype)
 
     def vjp(self, g, inputs, node, *, axis):

@@ -66,6 +66,8 @@ def _exercise() -> None:
     bind(REGISTRY["relu"], (kiln.tensor([-1, 2], dtype=kiln.int32),), {})
     bind(REGISTRY["argmax"], (kiln.tensor(3.0),), {"axis": None, "keepdims": False})
     bind(REGISTRY["cumsum"], (kiln.tensor([[True, False]]),), {"axis": 1})
+    kiln.multinomial(kiln.tensor([[0.2, 0.8], [0.5, 0.5]]), 3, replacement=True)
+    kiln.multinomial(kiln.tensor([0.2, 0.3, 0.5]), 2)
     kiln.sign(kiln.tensor([-2, 0, 3]))
     kiln.flip(x, 0)
     (x > 0) & (x < 1)
