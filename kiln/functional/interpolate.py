@@ -1,5 +1,7 @@
 """Resizing: `interpolate` with nearest and (bi/tri)linear modes, as gathers and a weighted sum.
 
+Mode 'area' is adaptive average pooling (1-D and 2-D).
+
 Each spatial axis is resized on its own: nearest picks one source index per output index,
 linear picks two and mixes them with weights. Source indices follow PyTorch's formulas
 (including ``align_corners`` and the scale used when ``scale_factor`` is given), so the
@@ -16,11 +18,12 @@ from ..ops.primitive import ShapeError
 from ..sizes import is_int, is_real
 from ..tensor import Tensor, tensor
 from .math import add, mul
-from .shape import index_select
+from .layers import adaptive_avg_pool2d
+from .shape import index_select, squeeze, unsqueeze
 
 _NEAREST = ("nearest", "nearest-exact")
 _LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5}
-_UNSUPPORTED = ("bicubic", "area")
+_UNSUPPORTED = ("bicubic",)
 
 
 def _per_axis(value: Any, dims: int, what: str) -> list:
@@ -92,7 +95,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
     """Resize the spatial dims of (N, C, *spatial) to `size`, or by `scale_factor`.
 
     Modes: 'nearest' and 'nearest-exact' (1-3 spatial dims), 'linear' (3-D input),
-    'bilinear' (4-D), 'trilinear' (5-D). ``align_corners=True`` maps the corner pixels'
+    'bilinear' (4-D), 'trilinear' (5-D), 'area' (adaptive average pooling, 3-D or 4-D). ``align_corners=True`` maps the corner pixels'
     centres onto each other; by default pixel areas are aligned. With `scale_factor`,
     the source positions use that factor unless ``recompute_scale_factor=True``.
 
@@ -103,10 +106,10 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         raise TypeError(f"interpolate: expected a kiln tensor, got {type(input).__name__}")
     if mode in _UNSUPPORTED:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported yet; use 'nearest', "
-                                  f"'nearest-exact', 'linear', 'bilinear' or 'trilinear'")
-    if mode not in _NEAREST and mode not in _LINEAR:
+                                  f"'nearest-exact', 'linear', 'bilinear', 'trilinear' or 'area'")
+    if mode not in _NEAREST and mode not in _LINEAR and mode != "area":
         raise ValueError(f"interpolate: unknown mode {mode!r}; expected one of 'nearest', 'nearest-exact', "
-                         f"'linear', 'bilinear', 'trilinear'")
+                         f"'linear', 'bilinear', 'trilinear', 'area'")
     if antialias:
         raise NotImplementedError("interpolate: antialias=True is not supported yet; pass antialias=False")
     if input.ndim not in (3, 4, 5):
@@ -115,15 +118,21 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
     if mode in _LINEAR and input.ndim != _LINEAR[mode]:
         raise ShapeError(f"interpolate: mode {mode!r} needs a {_LINEAR[mode]}-D input, got shape "
                          f"{tuple(input.shape)}; use " + ", ".join(f"{m!r} for {n}-D" for m, n in _LINEAR.items()))
-    if mode in _NEAREST and align_corners is not None:
+    if mode == "area" and input.ndim == 5:
+        raise NotImplementedError("interpolate: mode 'area' supports 3-D and 4-D inputs only so far")
+    if mode not in _LINEAR and align_corners is not None:
         raise ValueError("interpolate: align_corners can only be set with the interpolating modes 'linear', "
-                         "'bilinear' and 'trilinear'; leave it None for nearest modes")
-    if mode in _LINEAR and not input.dtype.is_floating_point:
+                         "'bilinear' and 'trilinear'; leave it None for the other modes")
+    if mode not in _NEAREST and not input.dtype.is_floating_point:
         raise TypeError(f"interpolate: mode {mode!r} needs a floating-point input, got {input.dtype.name}")
     dims = input.ndim - 2
     sizes, scales = _output_sizes(input, size, scale_factor, dims)
     if recompute_scale_factor:
         scales = [None] * dims
+    if mode == "area":  # the average of each output cell's source window
+        if dims == 1:
+            return squeeze(adaptive_avg_pool2d(unsqueeze(input, 2), (1, sizes[0])), 2)
+        return adaptive_avg_pool2d(input, tuple(sizes))
     out = input
     for i in range(dims):
         axis = 2 + i

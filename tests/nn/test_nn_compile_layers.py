@@ -101,7 +101,8 @@ def test_norms(layer, dtype):
 @pytest.mark.parametrize("mode,kw", [("nearest", dict(scale_factor=2)), ("nearest", dict(size=(7, 3))),
                                      ("nearest-exact", dict(scale_factor=1.5)),
                                      ("bilinear", dict(scale_factor=2)),
-                                     ("bilinear", dict(size=(7, 3), align_corners=True))], ids=str)
+                                     ("bilinear", dict(size=(7, 3), align_corners=True)),
+                                     ("area", dict(size=(2, 3)))], ids=str)
 def test_upsample(mode, kw):
     check_compiled(nn.Upsample(mode=mode, **kw), _x(2, 3, 4, 5))
 

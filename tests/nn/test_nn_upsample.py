@@ -35,6 +35,8 @@ CASES_2D = [
     ("bilinear", dict(size=(1, 1), align_corners=True)),
     ("bilinear", dict(scale_factor=(1.5, 0.7))),
     ("bilinear", dict(scale_factor=1.3, recompute_scale_factor=True)),
+    ("area", dict(size=(3, 2))),
+    ("area", dict(scale_factor=0.5)),
 ]
 
 
@@ -51,6 +53,7 @@ def test_upsample_2d(dtype, mode, kw):
     ("linear", dict(scale_factor=1.5, align_corners=True), (2, 3, 5)),
     ("nearest", dict(size=(3, 4, 5)), (1, 2, 2, 3, 4)),
     ("trilinear", dict(scale_factor=2), (1, 2, 2, 3, 4)),
+    ("area", dict(size=3), (2, 3, 7)),
 ], ids=lambda v: str(v))
 def test_interpolate_1d_and_3d(dtype, mode, kw, shape):
     check_parity(nn.Upsample(mode=mode, **kw), torch.nn.Upsample(mode=mode, **kw), [randn(*shape)], dtype)

@@ -9,6 +9,10 @@ first; `sorted_indices` and `unsorted_indices` map to and from the caller's orde
 >>> packed = pack_padded_sequence(x, [5, 2, 3], enforce_sorted=False)
 >>> out, h = kiln.nn.GRU(8, 16)(packed)
 >>> padded, lengths = pad_packed_sequence(out)     # (5, 3, 16) and tensor([5, 2, 3])
+
+Under ``kiln.compile``, pass the lengths as Python ints (a list): a plan is then made per
+packing, like per shape. Lengths given as a tensor are tensor data that decides shapes,
+so a compiled function reading them falls back to eager for that call signature, with a warning.
 """
 from __future__ import annotations
 
