@@ -329,3 +329,11 @@ Tensor.new_empty = _new_filler("new_empty", 0)  # zero-filled, as kiln.empty
 Tensor.new_tensor = _new_tensor
 Tensor.data = property(tensor_data.get_data, tensor_data.set_data, doc=tensor_data.get_data.__doc__)
 Tensor.__format__ = tensor_data.format_tensor
+
+
+def _bfloat16(self: Tensor) -> Tensor:
+    """This tensor as kiln.bfloat16 (needs the optional ml_dtypes package)."""
+    return self.to("bfloat16")
+
+
+Tensor.bfloat16 = _bfloat16

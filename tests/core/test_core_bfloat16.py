@@ -36,6 +36,7 @@ def test_dtype_object_names_and_parsing():
     for spec in ("bfloat16", "bf16", torch.bfloat16):
         assert kiln.dtypes.get_dtype(spec) is BF
     assert kiln.zeros(2, dtype=BF).dtype is BF and kiln.ones(2).to(BF).dtype is BF
+    assert kiln.ones(2).bfloat16().dtype is BF and kiln.ones(2).bfloat16().float().tolist() == [1.0, 1.0]
     assert kiln.tensor([1.5], dtype=BF).is_floating_point()
     assert repr(kiln.tensor([1.0, 2.5], dtype=BF)) == "tensor([1. , 2.5], dtype=kiln.bfloat16)"
 
