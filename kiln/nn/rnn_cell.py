@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from ..functional.creation import empty, zeros
@@ -24,15 +25,15 @@ class RNNCellBase(Module):
         super().__init__()
         name = type(self).__name__
         for what, value in (("input_size", input_size), ("hidden_size", hidden_size)):
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name}: {what} must be a positive int, got {value!r}")
-        self.input_size = input_size
-        self.hidden_size = hidden_size
+        self.input_size = int(input_size)
+        self.hidden_size = int(hidden_size)
         self.bias = bias
         factory = {"dtype": dtype, "device": device}
-        gate_size = self._gates * hidden_size
-        self.weight_ih = Parameter(empty(gate_size, input_size, **factory))
-        self.weight_hh = Parameter(empty(gate_size, hidden_size, **factory))
+        gate_size = self._gates * self.hidden_size
+        self.weight_ih = Parameter(empty(gate_size, self.input_size, **factory))
+        self.weight_hh = Parameter(empty(gate_size, self.hidden_size, **factory))
         if bias:
             self.bias_ih = Parameter(empty(gate_size, **factory))
             self.bias_hh = Parameter(empty(gate_size, **factory))

@@ -112,5 +112,7 @@ def test_cell_errors():
         nn.LSTMCell(5, 4)(kiln.randn(2, 3, 5))
     with pytest.raises(ValueError, match="nonlinearity"):
         nn.RNNCell(5, 4, nonlinearity="gelu")
+    with pytest.raises(ValueError, match="hidden_size must be a positive int, got 0"):
+        nn.GRUCell(5, 0)
     with pytest.raises(TypeError, match="float64 but the weights are float32"):
         nn.RNNCell(5, 4)(kiln.randn(3, 5, dtype="float64"))
