@@ -40,3 +40,7 @@ from . import data, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`
 from .io import load, save  # noqa: E402 - weights I/O in safetensors (never pickle)
 from .interop import from_dlpack  # noqa: E402 - also attaches Tensor.__dlpack__ / __dlpack_device__
 from . import io, onnx  # noqa: E402,F401 - kiln.onnx imports the onnx package only when exporting
+from . import amp, backends, cuda, utils  # noqa: E402,F401 - PyTorch's namespaces: kiln.cuda, kiln.backends, ...
+from .amp import autocast  # noqa: E402
+from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_precision,  # noqa: E402
+                       set_float32_matmul_precision, use_deterministic_algorithms)

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .dtypes import _BY_NAME
+
 
 class Device:
     """A device such as ``kiln.device("cpu")``. ``xp`` is its array module (numpy or cupy)."""
@@ -41,12 +43,37 @@ class Device:
 
 CPU = Device("cpu")
 
+SUPPORTED = ("cpu", "cuda")
+# Device types PyTorch knows that kiln does not run on: named in the error instead of "unknown".
+UNSUPPORTED = {
+    "mps": "Apple's Metal (MPS)", "xpu": "Intel GPUs (XPU)", "xla": "XLA/TPU devices", "hip": "AMD GPUs (HIP)",
+    "meta": "meta tensors (shapes without data)", "vulkan": "Vulkan", "ipu": "Graphcore IPUs",
+    "hpu": "Habana HPUs", "mtia": "MTIA accelerators", "privateuseone": "custom backends",
+}
+
 
 def _parse(spec: str) -> Device:
-    name, _, index = spec.partition(":")
-    if name not in ("cpu", "cuda") or (index and not index.isdigit()):
-        raise ValueError(f"unknown device {spec!r}: expected 'cpu' or 'cuda[:N]'")
+    name, _, index = spec.strip().partition(":")
+    if name in UNSUPPORTED:
+        raise RuntimeError(f"device {spec!r} is not supported: kiln runs on 'cpu' and 'cuda' (NVIDIA GPUs through "
+                           f"CuPy), not on {UNSUPPORTED[name]}; use device='cpu'")
+    if name not in SUPPORTED or (index and not index.isdigit()):
+        raise ValueError(f"unknown device {spec!r}: expected 'cpu' or 'cuda[:N]' (or, to cast, a dtype name such "
+                         "as 'float32')")
     return Device(name, int(index) if index else None)
+
+
+def is_device_spec(arg: Any) -> bool:
+    """Whether a positional argument of ``.to(...)`` names a device rather than a dtype.
+
+    A Device, a torch.device, or a string that is not a dtype name (so ``"mps"`` or a typo
+    gets the device error that names it, not "unknown dtype").
+    """
+    if isinstance(arg, Device) or type(arg).__name__ == "device":
+        return True
+    if not isinstance(arg, str):
+        return False
+    return arg not in _BY_NAME and arg not in ("bfloat16", "bf16")  # bfloat16 even without ml_dtypes
 
 
 def get_device(spec: Any) -> Device:
@@ -62,7 +89,7 @@ def get_device(spec: Any) -> Device:
         _cuda_module()  # raises a clear error when CUDA is not usable
         return device
     text = str(spec)
-    if text.startswith(("cpu", "cuda")):
+    if type(spec).__name__ == "device" or text.startswith(("cpu", "cuda")):  # e.g. a torch.device
         return get_device(text)
     raise ValueError(f"unknown device {spec!r}: expected 'cpu', 'cuda[:N]' or a kiln.device")
 

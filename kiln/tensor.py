@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import autograd
-from .device import CPU, Device, get_device
+from .device import CPU, Device, get_device, is_device_spec
 from .dtypes import (DType, DTypeOverflowError, check_array_fits, default_float, from_numpy_dtype, get_dtype,
                      overflow_error)
 from .ops import primitive
@@ -276,7 +276,7 @@ class Tensor:
         for arg in args:
             if isinstance(arg, Tensor):
                 dtype, device = arg.dtype, arg.device
-            elif isinstance(arg, (Device,)) or (isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cuda")):
+            elif is_device_spec(arg):
                 device = arg
             else:
                 dtype = arg
@@ -505,7 +505,9 @@ class Literal(Tensor):
 
 def literal(value: Any, dtype: DType, device: Device) -> Tensor:
     t = Literal.__new__(Literal)
-    _init_from_array(t, device.xp.asarray(value, dtype=dtype.np), device, False)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e6 as float16 is inf, quietly (as PyTorch)
+        data = device.xp.asarray(value, dtype=dtype.np)
+    _init_from_array(t, data, device, False)
     return t
 
 

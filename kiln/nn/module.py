@@ -11,7 +11,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping
 
 from .. import autograd
-from ..device import Device, get_device
+from ..device import Device, get_device, is_device_spec
 from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .hooks import RemovableHandle
@@ -537,7 +537,7 @@ def _parse_to_args(args: tuple, kwargs: dict) -> tuple[Any, Device | None]:
     for arg in args:
         if isinstance(arg, Tensor):
             dtype, device = arg.dtype, arg.device
-        elif isinstance(arg, Device) or (isinstance(arg, str) and arg.split(":")[0] in ("cpu", "cuda")):
+        elif is_device_spec(arg):
             device = arg
         else:
             dtype = arg

@@ -20,6 +20,7 @@ import numpy as np
 from .. import autograd
 from ..autograd import Node
 from ..dtypes import DType, from_numpy_dtype
+from .quiet import quiet
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
@@ -55,6 +56,8 @@ class Primitive:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "kernel" in cls.__dict__:  # inf/NaN results come back without NumPy's RuntimeWarnings (ops/quiet.py)
+            cls.kernel = quiet(cls.__dict__["kernel"])  # type: ignore[method-assign]
         if cls.name != "?":
             REGISTRY[cls.name] = cls()  # one instance per primitive
 
