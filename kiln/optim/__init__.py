@@ -5,10 +5,12 @@
 >>> sched = kiln.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=100)
 """
 from . import lr_scheduler
+from .adadelta import Adadelta
+from .adagrad import Adagrad
 from .adam import Adam
 from .adamw import AdamW
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "lr_scheduler"]

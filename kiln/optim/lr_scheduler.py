@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR",
-           "CosineAnnealingLR"]
+__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR", "ConstantLR",
+           "CosineAnnealingLR", "OneCycleLR", "ReduceLROnPlateau", "SequentialLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -47,10 +47,16 @@ class LRScheduler:
                                    "pass last_epoch=-1 for a fresh schedule")
         self.base_lrs: list[float] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._initial_step()
+
+    def _initial_step(self) -> None:
+        """The step a scheduler takes when created: it sets each group's lr for `last_epoch` + 1."""
         self._step_count = 0
         self._is_initial = True
-        self.step()
-        self._is_initial = False
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self) -> list[float]:
         """The lr of each param group for the current `last_epoch`."""
@@ -63,12 +69,17 @@ class LRScheduler:
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch and set the new lrs. (`epoch` jumps there, as PyTorch's deprecated form.)"""
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn("passing an epoch to scheduler.step() is deprecated; call step() once per epoch",
+                          UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Set the lrs for the next epoch, or (by the closed form where there is one) for `epoch`."""
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn("passing an epoch to scheduler.step() is deprecated; call step() once per epoch",
-                          UserWarning, stacklevel=2)
             self.last_epoch = epoch
             closed_form = getattr(self, "_get_closed_form_lr", None)
             values = closed_form() if closed_form is not None else self.get_lr()
@@ -220,6 +231,33 @@ class LinearLR(LRScheduler):
         return [base * (self.start_factor + span * done) for base in self.base_lrs]
 
 
+class ConstantLR(LRScheduler):
+    """Multiply the lr by `factor` for the first `total_iters` epochs, then use it unchanged.
+
+    >>> sched = ConstantLR(opt, factor=0.5, total_iters=4)  # half the lr for epochs 0-3
+    """
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+        if not 0 <= factor <= 1:
+            raise ValueError(f"Invalid factor: {factor} (expected 0 <= factor <= 1)")
+        if not isinstance(total_iters, int) or total_iters < 0:
+            raise ValueError(f"Invalid total_iters: {total_iters!r} (expected a non-negative int)")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._current_lrs()]
+        if self.last_epoch != self.total_iters:
+            return self._current_lrs()
+        return [lr / self.factor for lr in self._current_lrs()]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        scale = self.factor if self.last_epoch < self.total_iters else 1.0
+        return [base * scale for base in self.base_lrs]
+
+
 class CosineAnnealingLR(LRScheduler):
     """Anneal the lr along a cosine from its initial value to `eta_min` over `T_max` epochs.
 
@@ -252,3 +290,9 @@ class CosineAnnealingLR(LRScheduler):
         low = self.eta_min
         return [low + (base - low) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base in self.base_lrs]
+
+
+# Schedulers with more machinery live in their own files; their names are all here, as in PyTorch.
+from .lr_one_cycle import OneCycleLR  # noqa: E402
+from .lr_plateau import ReduceLROnPlateau  # noqa: E402
+from .lr_sequential import ChainedScheduler, SequentialLR  # noqa: E402

@@ -28,6 +28,8 @@ CASES: dict[str, Callable[[Any, Any], Any]] = {
     "ExponentialLR": lambda m, opt: m.ExponentialLR(opt, gamma=0.9),
     "LinearLR-warmup": lambda m, opt: m.LinearLR(opt, start_factor=0.2, total_iters=8),
     "LinearLR-decay": lambda m, opt: m.LinearLR(opt, start_factor=1.0, end_factor=0.1, total_iters=10),
+    "ConstantLR": lambda m, opt: m.ConstantLR(opt, factor=0.25, total_iters=6),
+    "ConstantLR-default": lambda m, opt: m.ConstantLR(opt),
     "CosineAnnealingLR": lambda m, opt: m.CosineAnnealingLR(opt, T_max=10, eta_min=0.001),
     "CosineAnnealingLR-odd": lambda m, opt: m.CosineAnnealingLR(opt, T_max=7),
     "LambdaLR": lambda m, opt: m.LambdaLR(opt, lr_lambda=lambda e: 0.95 ** e),
@@ -71,7 +73,8 @@ def test_chained_schedulers_match_torch() -> None:
     np.testing.assert_allclose(_lr_path(k_opt, make(ks, k_opt)), _lr_path(t_opt, make(ts, t_opt)), rtol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["StepLR", "MultiStepLR", "ExponentialLR", "LinearLR-warmup", "CosineAnnealingLR"])
+@pytest.mark.parametrize("name", ["StepLR", "MultiStepLR", "ExponentialLR", "LinearLR-warmup", "CosineAnnealingLR",
+                                  "ConstantLR"])
 def test_step_with_an_explicit_epoch_uses_the_closed_form(name: str) -> None:
     k_opt, t_opt = _optimizers()
     k_sched, t_sched = CASES[name](ks, k_opt), CASES[name](ts, t_opt)

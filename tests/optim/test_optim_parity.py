@@ -44,6 +44,15 @@ CASES = [
     ("RMSprop", dict(lr=0.001, maximize=True)),
     ("RMSprop", dict(lr=0.001, alpha=0.95, eps=1e-4, weight_decay=0.05, momentum=0.5, centered=True,
                      maximize=True)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8)),
+    ("Adadelta", dict(lr=0.5, eps=1e-3, weight_decay=0.1)),
+    ("Adadelta", dict(lr=0.2, rho=0.95, weight_decay=0.05, maximize=True)),
+    ("Adagrad", dict()),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.05)),
+    ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.3, eps=1e-6)),
+    ("Adagrad", dict(lr=0.05, weight_decay=0.1)),
+    ("Adagrad", dict(lr=0.05, lr_decay=0.01, weight_decay=0.05, initial_accumulator_value=0.1, maximize=True)),
 ]
 
 

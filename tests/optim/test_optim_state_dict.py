@@ -16,6 +16,8 @@ RESUME_CASES = [
     ("Adam", dict(lr=0.01, amsgrad=True)),
     ("AdamW", dict(lr=0.01, weight_decay=0.1)),
     ("RMSprop", dict(lr=0.01, momentum=0.5, centered=True)),
+    ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.01)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1)),
 ]
 
 

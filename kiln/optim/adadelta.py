@@ -1,0 +1,76 @@
+"""Adadelta: step sizes from running averages of squared gradients and squared updates."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tensor import Tensor
+from .optimizer import Optimizer, ParamsT, _check_nonnegative
+from .update_math import advance_step, decayed_grad, step_state, zeros_state
+
+
+class Adadelta(Optimizer):
+    """Adadelta, updating parameters in place with PyTorch's formulas.
+
+    With ``g = grad + weight_decay * p`` (negated first if `maximize`):
+    ``v = rho * v + (1 - rho) * g * g``;
+    ``delta = sqrt(u + eps) / sqrt(v + eps) * g``;
+    ``u = rho * u + (1 - rho) * delta * delta``; ``p -= lr * delta``.
+    State per parameter: ``step``, ``square_avg`` (v) and ``acc_delta`` (u).
+
+    >>> opt = kiln.optim.Adadelta(model.parameters(), lr=1.0, rho=0.9)
+    >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0.0, *, maximize: bool = False):
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        super()._validate_group(group)
+        rho = group["rho"]
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho} (expected 0 <= rho <= 1)")
+        _check_nonnegative(group, "eps", "epsilon value")
+        _check_nonnegative(group, "weight_decay", "weight_decay value")
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        neg_lr, rho, eps = -group["lr"], group["rho"], group["eps"]
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        keep = 1.0 - rho
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:
+                param_state["step"] = step_state()
+                param_state["square_avg"] = zeros_state(p)
+                param_state["acc_delta"] = zeros_state(p)
+            data = p._data
+            grad = decayed_grad(g._data, data, weight_decay, maximize)
+            advance_step(param_state["step"])
+
+            square_avg, acc_delta = param_state["square_avg"], param_state["acc_delta"]
+            v, u = square_avg._data, acc_delta._data
+            tmp = np.multiply(grad, keep, out=np.empty_like(data))
+            tmp *= grad
+            v *= rho
+            v += tmp
+            std = np.add(v, eps, out=np.empty_like(data))
+            np.sqrt(std, out=std)
+            delta = np.add(u, eps, out=np.empty_like(data))
+            np.sqrt(delta, out=delta)
+            delta /= std
+            delta *= grad
+            np.multiply(delta, keep, out=tmp)
+            tmp *= delta
+            u *= rho
+            u += tmp
+            square_avg._bump_version()
+            acc_delta._bump_version()
+            data += np.multiply(delta, neg_lr, out=delta)
+            p._bump_version()

@@ -1,0 +1,72 @@
+"""Adagrad: per-coordinate step sizes that shrink with the sum of all squared gradients so far."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..tensor import Tensor
+from .optimizer import Optimizer, ParamsT, _check_nonnegative
+from .update_math import advance_step, decayed_grad, step_state
+
+
+class Adagrad(Optimizer):
+    """Adagrad, updating parameters in place with PyTorch's formulas.
+
+    At step t, with ``g = grad + weight_decay * p`` (negated first if `maximize`):
+    ``s += g * g``; ``p -= clr * g / (sqrt(s) + eps)`` with
+    ``clr = lr / (1 + (t - 1) * lr_decay)``. State per parameter (created with the
+    optimizer, as in PyTorch): ``step`` and ``sum`` (starting at `initial_accumulator_value`).
+
+    >>> opt = kiln.optim.Adagrad(model.parameters(), lr=0.01)
+    >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    """
+
+    def __init__(self, params: ParamsT, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
+                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False):
+        defaults = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, eps=eps, maximize=maximize)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                _init_state(self.state[p], p, group["initial_accumulator_value"])
+
+    def _validate_group(self, group: dict[str, Any]) -> None:
+        super()._validate_group(group)
+        _check_nonnegative(group, "lr_decay", "lr_decay value")
+        _check_nonnegative(group, "weight_decay", "weight_decay value")
+        _check_nonnegative(group, "initial_accumulator_value", "initial_accumulator_value")
+        _check_nonnegative(group, "eps", "epsilon value")
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:  # a parameter added with add_param_group after construction
+                _init_state(param_state, p, group["initial_accumulator_value"])
+            step = advance_step(param_state["step"])
+            data = p._data
+            grad = decayed_grad(g._data, data, weight_decay, maximize)
+            clr = lr / (1 + (step - 1) * lr_decay)
+
+            state_sum = param_state["sum"]
+            s = state_sum._data
+            tmp = np.multiply(grad, grad, out=np.empty_like(data))
+            s += tmp
+            state_sum._bump_version()
+            std = np.sqrt(s, out=tmp)
+            std += eps
+            update = np.multiply(grad, -clr, out=np.empty_like(data))
+            update /= std
+            data += update
+            p._bump_version()
+
+
+def _init_state(param_state: dict[str, Any], p: Tensor, initial: float) -> None:
+    param_state["step"] = step_state()
+    param_state["sum"] = Tensor._wrap(p._device.xp.full_like(p._data, initial), p._device)
