@@ -94,7 +94,8 @@ def unique(x: Any, sorted: bool = True, return_inverse: bool = False,  # noqa: A
 
     With `return_inverse`, also the index of each input element (or slice) in the result;
     with `return_counts`, how often each distinct element occurs. NaNs are all distinct,
-    as in PyTorch. The result's size depends on the data, so inside ``kiln.compile`` this
+    as in PyTorch. The result is sorted even with ``sorted=False`` (where PyTorch leaves
+    the order unspecified). The result's size depends on the data, so inside ``kiln.compile`` this
     is a graph break (the call runs eagerly; with ``fullgraph=True`` it raises).
 
     >>> values, inverse, counts = kiln.unique(kiln.tensor([2, 1, 2]), return_inverse=True, return_counts=True)
