@@ -288,6 +288,51 @@ def test_a_transposed_input_is_summed_as_numpy_does(fuse_everything, dtype):
     assert _row_kernels(compiled)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_arrays_numpy_lays_out_in_another_order_are_not_summed_in_c(fuse_everything, dtype):
+    """astype of a row-broadcast view is F-ordered, a permute is a strided view: NumPy does not sum
+    their rows pairwise, so those sums stay with NumPy (max, order-free, may still fuse)."""
+    w = _data((300,), dtype, 1, specials=False)
+    x = _data((300, 64), dtype, 2, specials=False)
+    other = "float64" if dtype == "float32" else "float32"
+
+    def cast_of_broadcast(w):
+        return w.expand(64, 300).to(other).sum(-1, keepdim=True) * 2.0
+
+    def transposed_inside(x):
+        t = x.transpose(0, 1) * 1.5
+        return t.sum(-1, keepdim=True) - t.amax(-1, keepdim=True)
+
+    compiled = _check_compiled(cast_of_broadcast, w, expect_rows=False)
+    assert not _row_kernels(compiled)
+    compiled = _check_compiled(transposed_inside, x, expect_rows=False)
+    assert not any("sum" in n for n in _row_kernels(compiled))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_elementwise_fusion_keeps_numpys_layout(fuse_everything, dtype):
+    """An elementwise chain over a permuted array is F-ordered in eager NumPy, and a NumPy sum
+    over it adds in another order than over the C-ordered result of a fused loop: such chains
+    are not fused (a permute inside the function) or evaluated with NumPy (a permuted argument)."""
+    x = _data((300, 64), dtype, 4, specials=False)
+
+    def inside(x):
+        t = x.transpose(0, 1)
+        return ((t * 2.0 + 1.0) * t).sum(-1) + ((t * 3.0 - 1.0) * t).sum(0).sum()
+
+    def chain(x):
+        return ((x * 2.0 + 1.0) * x).sum(-1) + ((x * 3.0 - 1.0) * x).sum(0).sum()
+
+    _check_compiled(inside, x, expect_rows=False)
+    compiled = kiln.compile(chain, backend="cpu")
+    xt = kiln.tensor(x).transpose(0, 1)
+    with kiln.no_grad(), np.errstate(all="ignore"):
+        compiled(xt)
+        assert_bitwise(compiled(xt).numpy(), chain(xt).numpy(), "permuted argument")
+        xc = kiln.tensor(np.ascontiguousarray(x.T))
+        assert_bitwise(compiled(xc).numpy(), chain(xc).numpy(), "contiguous argument")
+
+
 def test_small_windows_are_summed_left_to_right(fuse_everything):
     """Where the Sum kernel chains a window of <= 16 slices (reduce.window_reduce), so does C."""
     monkey = fusion.MIN_ELEMENTS

@@ -23,6 +23,7 @@ import numpy as np
 
 from ....ops.primitive import Primitive
 from .fusion import Group, choose_split, describe, index_form
+from .layouts import c_ordered
 from .toolchain import build
 
 C_TYPES = {"float32": "float", "float64": "double", "bool": "unsigned char"}
@@ -110,7 +111,9 @@ class FusedElementwise(Primitive):
     """One generated C loop standing in for a group of elementwise nodes.
 
     Its kernel checks that this call's inputs still fit the compiled index forms (dynamic
-    dims can change that) and otherwise evaluates the group node by node with NumPy.
+    dims can change that) and that its full-size inputs are C-ordered (else eager NumPy would
+    lay the result out in another order, and a later reduction would add in another order),
+    and otherwise evaluates the group node by node with NumPy.
     """
 
     def __init__(self, group: Group):
@@ -131,6 +134,8 @@ class FusedElementwise(Primitive):
         forms = [index_form(s, out_shape, self.split) for s in shapes]
         if forms != self.forms:  # this call's shapes broadcast differently (dynamic dims)
             return self.evaluate(xp, arrays)
+        if any(f == "full" and not c_ordered(a) for f, a in zip(forms, arrays)):
+            return self.evaluate(xp, arrays)  # eager lays the result out in another order (layouts.py)
         # contiguous arrays (numpy scalars from full reductions become 1-element arrays)
         arrays = [a if a.__class__ is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
                   for a in arrays]

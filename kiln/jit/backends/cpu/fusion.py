@@ -4,7 +4,9 @@ A group has one root (its output) and absorbs producers whose every use is insid
 group and whose output has the root's shape. Its external inputs must each be either
 the full output shape, or broadcast along a leading block and/or a trailing block of
 dims (bias rows, per-row statistics, scalars): then one [outer, inner] loop with
-compile-time index forms covers them all, and GCC vectorizes the inner loop.
+compile-time index forms covers them all, and GCC vectorizes the inner loop. The kernel
+writes a C-ordered result, so a group stands in only for values eager NumPy also lays
+out in C order (layouts.py): a later NumPy sum adds another layout in another order.
 Transcendental ops stay in NumPy, whose SIMD versions beat scalar libm; they also round
 differently from libm, and fused code must equal eager execution bit for bit
 (tests/jit/test_c_expressions.py). pow is one of them: NumPy computes it with SVML on
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import math
 from ...ir import Graph, Node, Value
+from .layouts import eager_layouts
 
 FUSIBLE = {"neg", "abs", "sign", "relu", "sqrt", "add", "sub", "mul", "div", "maximum", "minimum",
            "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not", "where", "cast",
@@ -89,6 +92,7 @@ def find_groups(graph: Graph) -> list[Group]:
     producer = {n.out.id: n for n in graph.nodes}
     assigned: set[int] = set()
     groups = []
+    layouts = None
     for root in reversed(graph.nodes):
         if id(root) in assigned or not _fusible(root) or math.prod(root.out.shape) < MIN_ELEMENTS:
             continue
@@ -112,6 +116,11 @@ def find_groups(graph: Graph) -> list[Group]:
         group = Group(nodes)
         if choose_split([tuple(v.shape) for v in group.inputs], tuple(root.out.shape)) is None:
             continue
+        if layouts is None:
+            layouts = eager_layouts(graph)
+        if layouts.get(root.out.id) != "C" or any(tuple(v.shape) == tuple(root.out.shape) and
+                                                  layouts.get(v.id, "C") != "C" for v in group.inputs):
+            continue  # eager lays this result out in another order: a C-ordered stand-in changes later sums
         assigned |= members
         groups.append(group)
     return groups

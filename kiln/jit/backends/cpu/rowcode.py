@@ -29,7 +29,9 @@ Reducers, each equal to the NumPy kernel it replaces (tests/jit/test_row_kernels
   side evaluate the whole group with NumPy instead.
 
 The function returns that count. The kernel also falls back to NumPy (RowKernel.evaluate)
-when an input a sum depends on is not C-contiguous, where NumPy's order differs.
+when an input a sum reads at full size is not C-contiguous (NumPy sums it in another
+order), or another full-size input is not C-ordered (eager's results would be laid out in
+another order than this kernel's, see layouts.py).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ import numpy as np
 from ...ir import Node, Value
 from ....ops.primitive import REGISTRY, Primitive
 from .codegen import C_TYPES, PRELUDE, node_expr
+from .layouts import c_ordered
 from .rows import IDENTITIES, RowGroup, describe
 from .toolchain import build
 
@@ -273,13 +276,16 @@ class RowKernel(Primitive):
         self.in_shapes = [tuple(v.shape) for v in group.inputs]
         self.out_specs = [(tuple(v.shape), v.dtype.np) for v in group.outputs]
         self.strict = frozenset(group.strict_inputs())
+        self.full = frozenset(k for k, v in enumerate(group.inputs) if group.space.form(v.shape) == "full")
         self.fallbacks = 0  # calls answered by evaluate() (a mixed-sign zero maximum, non-C-ordered input)
 
     def kernel(self, xp: Any, *arrays: Any) -> Any:
         ready = []
         for k, a in enumerate(arrays):
             if a.__class__ is not np.ndarray or not a.flags.c_contiguous:
-                if k in self.strict:
+                # NumPy sums a row pairwise only in a C-contiguous array, and lays results out
+                # after their full-size operands: otherwise only NumPy itself gives eager's bits
+                if k in self.strict or k in self.full and not c_ordered(a):
                     return self.evaluate(xp, arrays)
                 a = np.ascontiguousarray(a)
             if a.shape != self.in_shapes[k] and a.size != 1:

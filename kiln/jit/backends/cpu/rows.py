@@ -10,7 +10,8 @@ block of `inner` elements per row. A row group is a set of graph nodes in one ro
   reading full-size inputs, inputs broadcast along a leading or trailing block (the
   index forms of fusion.index_form), per-row values and earlier reductions' results;
 * row nodes: fusible elementwise nodes (and reshapes) on per-row values: shape
-  F[:split] + (1,)*k (keepdims) or F[:split].
+  F[:split] + (1,)*k (keepdims) or F[:split];
+* `stop_gradient` (detach) at either level, as the identity it is.
 
 The generated C (rowcode.py) loops over rows and, per row, runs the members in order:
 each reduction is a loop over the row computing its prologue (full nodes) into a scratch
@@ -30,10 +31,12 @@ are pruned.
 Exactness (fused == NumPy bit for bit): a sum adds each row in NumPy's pairwise order,
 or left to right where the Sum kernel's small-window path (reduce.window_reduce) would
 run; max reductions are order-free except for the sign of a zero maximum, which the
-kernel detects and answers by evaluating the group with NumPy. NumPy reduces rows in
-that order only for C-ordered data, so the kernel checks at run time that the full-size
-inputs feeding a sum are C-contiguous, else it evaluates with NumPy too. Symbolic shapes
-and other dtypes are not grouped.
+kernel detects and answers by evaluating the group with NumPy. NumPy sums rows in that
+order only in C-ordered arrays, and lays its results out after their operands, so
+(layouts.py) a sum joins a group only where eager sums a C-ordered array, a full node
+only where eager's result is C-ordered (as the kernel's outputs are), and at run time
+the kernel evaluates with NumPy when a full-size input is not C-ordered. Symbolic
+shapes and other dtypes are not grouped.
 """
 from __future__ import annotations
 
@@ -45,9 +48,9 @@ import numpy as np
 from ...ir import Graph, Node, Value
 from ....ops.reduce import window_reduce
 from . import fusion
+from .layouts import IDENTITIES, eager_layouts
 
 REDUCTIONS = {"sum", "max"}
-IDENTITIES = {"reshape", "stop_gradient"}  # same values: a reshape between per-row shapes, detach()
 FLOATS = {"float32", "float64"}
 MIN_NODES = 2  # a reduction alone is left to NumPy
 
@@ -208,6 +211,7 @@ class _Grower:
                 self.users.setdefault(v.id, []).append(n)
         self.external = {v.id for v in graph.outputs} | {w.value.id for w in graph.state_writes}
         self.assigned = assigned
+        self.layouts = eager_layouts(graph)
 
     # ---- legality -------------------------------------------------------------------------
     def _value_fits(self, v: Value, consumer_level: str, out_shape: tuple, space: Space,
@@ -220,7 +224,10 @@ class _Grower:
                 return space.form(v.shape) == "col"  # a per-row value broadcast along the row
             if inner_level == "full":
                 return True
-            return space.form(v.shape) is not None and v.dtype.name in fusion.DTYPES
+            form = space.form(v.shape)
+            if form == "full" and self.layouts.get(v.id, "C") != "C":
+                return False  # the kernel would evaluate with NumPy on every call (see rowcode.RowKernel.kernel)
+            return form is not None and v.dtype.name in fusion.DTYPES
         # row level: per-row values of the same shape, or one value for all rows
         if inner_level == "full":
             return False
@@ -234,8 +241,10 @@ class _Grower:
             (x,) = node.inputs
             p = self.producer.get(x.id)
             inner_level = members.get(id(p)) if p is not None else None
+            if node.prim.name == "sum" and self.layouts.get(x.id, "C") != "C":
+                return False  # eager NumPy sums this array in an order of its own
             if inner_level == "full":
-                return p.prim.name != "expand"  # NumPy sums a broadcast view in an order of its own
+                return True
             return inner_level is None and space.form(x.shape) == "full"
         if lvl == "row" and node.prim.name == "reshape":
             (x,) = node.inputs
@@ -249,6 +258,8 @@ class _Grower:
         lvl = level(node, space)
         if lvl is None:
             return None
+        if lvl == "full" and self.layouts.get(node.out.id) == "other":
+            return None  # eager lays it out in another order: a C-ordered stand-in could change later sums
         tentative = {**members, id(node): lvl}
         if not self._operands_ok(node, lvl, space, tentative):
             return None
@@ -351,9 +362,10 @@ class _Grower:
                 readers = [u for u in self.users.get(n.out.id, []) if id(u) not in members or id(u) in kept]
                 if not readers and n.out.id not in self.external:
                     continue
-                if members[id(n)] == "full" and n.out.id not in self.external \
+                if n.prim.name == "expand" and n.out.id not in self.external or \
+                        members[id(n)] == "full" and n.out.id not in self.external \
                         and all(_fuses_with(u, n.out) for u in readers):
-                    kept.add(id(n))
+                    kept.add(id(n))  # (an expand's original is a view: cheaper than any stand-in)
                 else:
                     out_ids.add(n.out.id)
                 changed = True
