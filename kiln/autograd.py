@@ -221,8 +221,12 @@ def _toposort(roots: Sequence[Node]) -> list[Node]:
 def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
                  create_graph: bool, inputs: Sequence[Tensor] | None = None) -> list[Tensor | None] | None:
     """Backpropagate `grads` from `roots`. With `inputs`, return their grads instead of accumulating."""
+    from .ops.primitive import trace_state  # noqa: PLC0415 - cycle: primitive imports autograd
     from .tensor import Tensor  # noqa: PLC0415 - cycle: tensor imports autograd
 
+    tracer = trace_state.tracer
+    if tracer is not None:  # backward inside kiln.compile: the VJPs below are recorded as graph ops
+        tracer.on_backward()
     pending: dict[int, Tensor] = {}
     leaf_pending: dict[int, tuple[Tensor, Tensor]] = {}  # id(leaf) -> (leaf, summed grad)
     root_nodes: list[Node] = []
@@ -237,7 +241,10 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 or id(data) in handed_out):
             data = data.copy()
         handed_out.add(id(data))
-        return Tensor._wrap(data, g._device)
+        out = Tensor._wrap(data, g._device)
+        if tracer is not None:  # the same value as g (a private copy of it)
+            tracer.on_alias(g, out)
+        return out
 
     def add_leaf_grad(t: Tensor, g: Tensor) -> None:
         prev = leaf_pending.get(id(t))

@@ -30,7 +30,7 @@ class Tensor:
     # a tensor (the hot path of eager mode) to two slot writes.
     __slots__ = ("_data", "_device", "__dict__", "__weakref__")
     __array_ufunc__ = None  # make NumPy defer to our reflected operators
-    grad = None
+    _grad = None
     _hooks = None
     _ver = 0
     _base = None
@@ -39,7 +39,7 @@ class Tensor:
 
     _data: Any
     _device: Device
-    grad: Tensor | None
+    _grad: Tensor | None
     _hooks: list | None
     _ver: int
     _base: Tensor | None
@@ -186,6 +186,25 @@ class Tensor:
         return data.reshape(()).item()
 
     # ---- autograd -----------------------------------------------------------------
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient backward() accumulated into this tensor (None until then).
+
+        Reads and writes are reported to an active kiln.compile trace, so a compiled training
+        step sets ``.grad`` on every call as eager code does.
+        """
+        tracer = primitive.trace_state.tracer
+        if tracer is not None:
+            return tracer.on_grad_read(self)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        tracer = primitive.trace_state.tracer
+        if tracer is not None:
+            tracer.on_grad_write(self, value)
+        self._grad = value
+
     @property
     def grad_fn(self) -> autograd.Node | None:
         return self._node

@@ -41,7 +41,11 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
     log = PassLog()
     backward_log = None
     shape_guards = list(traced.tracer.shape_guards)
-    training = autograd.is_grad_enabled() and any(v.id in graph.requires_grad for v in graph.outputs)
+    binding = traced.tracer.step_binding
+    user_outputs = graph.outputs[:binding.n_user] if binding is not None else graph.outputs
+    # a step that ran backward inside needs no compiled backward: its outputs come back detached
+    training = autograd.is_grad_enabled() and any(v.id in graph.requires_grad for v in user_outputs) and \
+        not (binding is not None and binding.backward_ran)
     if training:
         diff = differentiate(graph, traced.tracer.real, traced.tracer.symbolic)
         backward_log = PassLog()
@@ -51,16 +55,16 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
             backward = run_pass(training_pipeline(passes), diff.backward)
         requires = [v.id in graph.requires_grad for v in graph.outputs]
         entry: Any = TrainingEntry(forward, lower(forward), backward, lower(backward), diff.n_outputs,
-                                   diff.cotangent_outputs, diff.grad_inputs, requires, layout, device)
+                                   diff.cotangent_outputs, diff.grad_inputs, requires, layout, device, binding)
         shape_guards += diff.shape_guards
     else:
         with logging_passes(log):
             forward = run_pass(inference_pipeline(passes), graph)
-        entry = InferenceEntry(forward, lower(forward), layout, device)
+        entry = InferenceEntry(forward, lower(forward), layout, device, binding)
     entry.shape_guards = unique_guards(shape_guards)
     entry.value_guards = tuple(traced.tracer.concretized)
     entry.captured = tuple((spec.ref, spec.ref.requires_grad) for spec in graph.specs if spec.kind == "captured")
-    article = "an" if entry.kind == "inference" else "a"
+    article = "an" if entry.kind[0] in "aeiou" else "a"
     summary = (f"  compiled {article} {entry.kind} plan ({backend}): {len(graph.nodes)} traced nodes -> "
                f"{len(entry.graph.nodes)} forward nodes\n  forward passes:\n{log}")
     if training:

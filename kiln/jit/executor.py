@@ -25,14 +25,17 @@ from ..ops.primitive import Primitive
 from ..tensor import Tensor
 from .ir import Graph, InputSpec
 from .pytree import TreeDef, unflatten
+from .step_binding import StepBinding, grad_owner, state_entry, write_target
+from .step_binding import memory_owner as _owner
 from .symbolic import resolve, resolve_output_statics
 
 
 def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] | None = None,
-                  dims: dict[str, int] | None = None) -> list:
+                  dims: dict[str, int] | None = None, env: list | None = None) -> list:
     """The arrays for each graph input on this call (fresh params, fresh random keys).
 
-    `dims` (dynamic_dims sizes of this call) sizes the random draws whose count is symbolic.
+    `dims` (dynamic_dims sizes of this call) sizes the random draws whose count is symbolic;
+    `env` holds this call's hyperparameter values (see kiln.jit.hyper) for the "hyper" inputs.
     """
     arrays = []
     for spec in specs:
@@ -47,15 +50,22 @@ def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] |
             generator, count = spec.ref
             seed, offset = generator.take(resolve(count, dims) if dims is not None else count)
             arrays.append(np.array([seed, offset], dtype=np.int64))
+        elif kind == "hyper":
+            arrays.append(spec.ref.array(env))
+        elif kind == "optstate":
+            arrays.append(state_entry(spec.ref)._data)
+        elif kind == "grad":
+            arrays.append(grad_owner(spec.ref, leaves)._grad._data)
         else:  # residual / cotangent: supplied by the caller
             arrays.append(extra[kind][spec.ref])  # type: ignore[index]
     return arrays
 
 
 def write_state(graph: Graph, values: list, leaves: list) -> None:
-    """Copy state-write results into their targets (buffers, captured tensors, arguments)."""
+    """Copy state-write results into their targets (buffers, captured tensors, arguments,
+    optimizer state, grads left by an earlier backward)."""
     for write, value in zip(graph.state_writes, values):
-        target = leaves[write.ref] if write.kind == "arg" else write.ref
+        target = write_target(write.kind, write.ref, leaves)
         target._device.xp.copyto(target._data, value, casting="unsafe")
         target._bump_version()
 
@@ -91,20 +101,37 @@ def _wrap(array: Any, like_device: Any) -> Tensor:
 
 
 class InferenceEntry:
-    """A cached inference plan."""
+    """A cached inference plan, or a whole training step (backward and optimizer inside).
+
+    A `StepBinding` (whole steps, see step_binding.py) fills the hyperparameter inputs and,
+    after the plan ran, sets ``.grad`` and new optimizer state from the outputs after the user's.
+    """
 
     kind = "inference"
 
-    def __init__(self, graph: Graph, plan: Any, layout: OutputLayout, device: Any):
+    def __init__(self, graph: Graph, plan: Any, layout: OutputLayout, device: Any,
+                 binding: StepBinding | None = None):
         self.graph = graph
         self.plan = plan
         self.layout = layout
         self.device = device
+        self.binding = binding
+        if binding is not None and binding.backward_ran:
+            self.kind = "training step"
 
     def run(self, leaves: list, dims: dict | None) -> Any:
-        outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
+        binding = self.binding
+        if binding is None:
+            outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
+            write_state(self.graph, writes, leaves)
+            return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
+        inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=binding.env() if binding.sources else None)
+        outs, writes = self.plan.run(inputs, dims)
         write_state(self.graph, writes, leaves)
-        return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
+        n = binding.n_user
+        user = [_wrap(o, self.device) for o in outs[:n]]
+        binding.apply(outs[n:], leaves, {id(_owner(a)) for a in (*inputs, *writes, *outs[:n])})
+        return self.layout.build(user, leaves, dims)
 
 
 class _GradBundle(dict):
@@ -204,12 +231,6 @@ class CompiledFunctionBackwardBackward(Node):
         return "CompiledFunctionBackwardBackward"
 
 
-def _owner(array: Any) -> Any:
-    """The array that owns `array`'s memory (NumPy points every view's ``base`` at it)."""
-    base = getattr(array, "base", None)
-    return base if base is not None else array
-
-
 def _raise_modified(t: Tensor, version: int, what: str) -> None:
     raise RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace "
@@ -225,7 +246,8 @@ class TrainingEntry:
 
     def __init__(self, forward: Graph, forward_plan: Any, backward: Graph, backward_plan: Any,
                  n_outputs: int, cotangent_outputs: list[int], grad_inputs: list[int],
-                 output_requires_grad: list[bool], layout: OutputLayout, device: Any):
+                 output_requires_grad: list[bool], layout: OutputLayout, device: Any,
+                 binding: StepBinding | None = None):
         self.graph = forward
         self.forward_plan = forward_plan
         self.backward_graph = backward
@@ -236,18 +258,25 @@ class TrainingEntry:
         self.output_requires_grad = output_requires_grad
         self.layout = layout
         self.device = device
+        self.binding = binding
         self._out_shapes: list[tuple] = []
 
     def run(self, leaves: list, dims: dict | None) -> Any:
         """Run the forward plan on this call's inputs; the outputs get the call's autograd node."""
-        inputs = gather_inputs(self.graph.specs, leaves, dims=dims)
+        binding = self.binding
+        env = binding.env() if binding is not None and binding.sources else None
+        inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=env)
         outs, writes = self.forward_plan.run(inputs, dims)
         residuals = outs[self.n_outputs:]
         saved = self._saved_inputs(residuals, inputs, leaves) if residuals else ()
         if self.graph.state_writes and saved:
             residuals = self._copy_written(residuals, saved, leaves)
         write_state(self.graph, writes, leaves)
-        user = [_wrap(o, self.device) for o in outs[: self.n_outputs]]
+        n_user = binding.n_user if binding is not None else self.n_outputs
+        user = [_wrap(o, self.device) for o in outs[:n_user]]
+        if binding is not None:  # grads and optimizer state the function set (no backward inside)
+            binding.apply(outs[n_user:self.n_outputs], leaves,
+                          {id(_owner(a)) for a in (*inputs, *writes, *outs[:n_user], *residuals)})
         if autograd.is_grad_enabled():
             diff_inputs = tuple(self._input_tensor(i, leaves) for i in self.grad_inputs)
             # no differentiable path (e.g. only floor_divide): the outputs still require grad, as in eager
@@ -286,7 +315,7 @@ class TrainingEntry:
 
     def _copy_written(self, residuals: list, saved: list, leaves: list) -> list:
         """Residuals that alias an input this call writes back to keep the value the forward used."""
-        targets = {id(leaves[w.ref] if w.kind == "arg" else w.ref) for w in self.graph.state_writes}
+        targets = {id(write_target(w.kind, w.ref, leaves)) for w in self.graph.state_writes}
         residuals = list(residuals)
         for t, j in saved:
             if id(t) in targets:

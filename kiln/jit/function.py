@@ -41,32 +41,33 @@ _STATIC_OUTPUTS = (Tensor, int, float, bool, str, bytes, complex, type(None), ty
 # (a returned SymInt/SymFloat comes back as each call's plain number: see resolve_output_statics)
 
 
-def _reusable(entry: Any, dims: dict | None) -> bool:
+def _reusable(entry: Any, dims: dict | None, leaves: list) -> bool:
     """The entry fits this call: captured tensors as traced, outside tensors read as Python
-    values unchanged, and (dynamic_dims) the Python branches taken on symbolic sizes while
-    tracing go the same way for this call's sizes."""
-    return _stale_reason(entry, dims) is None
+    values unchanged, (dynamic_dims) the Python branches taken on symbolic sizes while
+    tracing go the same way for this call's sizes, and (whole training steps) the
+    optimizer state, grads and hyperparameter branches are as traced."""
+    return _stale_reason(entry, dims, leaves) is None
 
 
 MAX_SIZE_VARIANTS = 4  # plans kept under one key that differ only in the sizes they specialized to
 
 
-def _serving(entry: Any, dims: dict | None) -> Any:
+def _serving(entry: Any, dims: dict | None, leaves: list) -> Any:
     """The plan among `entry` and its size variants that can serve this call, or None.
 
     Plans specialized to different sizes of a dynamic dim (``int(B)``, a branch on B) share
     one key; each keeps the others it replaced in `size_variants`, so calls alternating
     between sizes reuse them instead of retracing every call.
     """
-    if _reusable(entry, dims):
+    if _reusable(entry, dims, leaves):
         return entry
     for variant in getattr(entry, "size_variants", ()):
-        if _reusable(variant, dims):
+        if _reusable(variant, dims, leaves):
             return variant
     return None
 
 
-def _stale_reason(entry: Any, dims: dict | None) -> MissReason | None:
+def _stale_reason(entry: Any, dims: dict | None, leaves: list) -> MissReason | None:
     """Why a cached entry with this call's key cannot serve it (None when it can)."""
     for tensor, requires_grad in getattr(entry, "captured", ()):
         if tensor.requires_grad != requires_grad:  # a plan differentiates exactly what required grad
@@ -79,6 +80,9 @@ def _stale_reason(entry: Any, dims: dict | None) -> MissReason | None:
     guards = getattr(entry, "shape_guards", None)
     if guards and not guards_hold(guards, dims):
         return MissReason("a Python branch on a dynamic size goes the other way for these sizes", "shape guard")
+    binding = getattr(entry, "binding", None)
+    if binding is not None:
+        return binding.stale_reason(leaves)
     return None
 
 
@@ -147,7 +151,7 @@ class JITFunction:
         key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
         entry = self._cache.get(key)
         if entry is not None:
-            serving = _serving(entry, dims)
+            serving = _serving(entry, dims, leaves)
             if serving is not None:
                 return self._run_cached(serving, args, kwargs, leaves, dims)
         return self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
@@ -198,10 +202,10 @@ class JITFunction:
             if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
                 key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
             old = self._cache.get(key)
-            serving = _serving(old, dims) if old is not None else None
+            serving = _serving(old, dims, leaves) if old is not None else None
             if serving is not None:  # another thread compiled it meanwhile
                 return self._run_cached(serving, args, kwargs, leaves, dims)
-            stale = _stale_reason(old, dims) if old is not None else None  # same key, but it cannot serve
+            stale = _stale_reason(old, dims, leaves) if old is not None else None  # same key, but it cannot serve
             start = time.perf_counter()
             mark = self._log.mark()
             try:

@@ -16,8 +16,11 @@ from typing import Any
 
 from ..ops.primitive import REGISTRY, AbstractValue, Primitive, trace_state
 from ..tensor import Tensor
+from .hyper import HyperScalar
 from .ir import Graph, InputSpec, Node, StateWrite, Value
 from ..tensor import Literal
+from .step_binding import StepBinding
+from .step_capture import StepCapture
 from .symbolic import Expr, SymInt, concrete, is_symbolic, symbols
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,6 +73,8 @@ class Tracer:
         self.stale: set[int] = set()  # ids of traced tensors whose memory an in-place write changed
         self.shape_guards: list = []  # (expr, result) of comparisons on symbolic sizes (dynamic_dims)
         self.concretized: list = []  # (outside tensor, version, value) turned into Python values
+        self._capture: StepCapture | None = None  # .grad, optimizer state and hyperparameters (whole steps)
+        self.step_binding: StepBinding | None = None  # what `finish_step` made of them
 
     # ---- activation ---------------------------------------------------------------
     def __enter__(self) -> "Tracer":
@@ -119,6 +124,10 @@ class Tracer:
             return v
         if type(t) is Literal:
             return self.add_input(t, InputSpec("literal", t, literal=t._data))
+        if self._capture is not None:  # a .grad or optimizer state entry: read through its path
+            spec = self._capture.known.get(id(t))
+            if spec is not None:
+                return self.add_input(t, spec)
         return self.add_input(t, InputSpec("captured", t))
 
     def shape_of(self, t: Tensor) -> tuple:
@@ -127,6 +136,12 @@ class Tracer:
 
     # ---- hooks called by bind and the Tensor methods ------------------------------
     def record(self, prim: Primitive, inputs: tuple, params: dict, out: Tensor) -> None:
+        capture = self._capture
+        if capture is not None and capture.hypers_seen and params:  # hyperparameters are read per call
+            if prim.name == "full" and isinstance(params.get("value"), HyperScalar) and \
+                    capture.bind_hyper_input(out, params):
+                return
+            params = capture.plain_params(params)
         vals = [self.value_of(t) for t in inputs]
         shape = self._out_shape(prim, vals, params, out)
         value = Value(shape, out.dtype, out.device)
@@ -245,8 +260,10 @@ class Tracer:
         fix = ("or compile with fullgraph=False to fall back to eager for this call signature."
                if self.fullgraph else "this call signature now runs eagerly.")
         message = (f"data-dependent Python control flow: `{why}` on a traced tensor at {where}. "
-                   "The graph cannot capture a Python value computed from tensor data. Fix: use "
-                   f"tensor ops (kiln.where, masking) instead of Python branches; {fix}")
+                   "The graph cannot capture a Python value computed from tensor data. Fix: return the "
+                   "tensor and convert it outside the compiled function (e.g. `loss.item()` after the "
+                   "compiled train step returns the loss), or use tensor ops (kiln.where, masking) instead "
+                   f"of Python branches; {fix}")
         self._break(message)
 
     def _break(self, message: str) -> None:
@@ -300,6 +317,8 @@ class Tracer:
             write = StateWrite("arg", spec.ref, value)
         elif spec.kind in ("param", "buffer", "captured"):
             write = StateWrite("tensor", spec.ref, value)
+        elif spec.kind in ("optstate", "grad"):  # optimizer state, or a .grad left by an earlier backward
+            write = StateWrite(spec.kind, spec.ref, value)
         else:
             return
         self.graph.state_writes = [w for w in self.graph.state_writes
@@ -317,6 +336,35 @@ class Tracer:
         if owner is not target and id(owner) in self.env:
             self.stale.add(id(owner))
         self.stale.discard(id(target))
+
+    # ---- whole training steps: .grad, optimizers, hyperparameters (step_capture.py) ----
+    def step_capture(self) -> StepCapture:
+        """The capture of what this trace does to ``.grad``, optimizers and hyperparameters."""
+        if self._capture is None:
+            self._capture = StepCapture(self)
+        return self._capture
+
+    def on_grad_read(self, t: Tensor) -> Tensor | None:
+        """``t.grad`` read while tracing: a grad left by an earlier call becomes an input."""
+        return self.step_capture().grad_read(t)
+
+    def on_grad_write(self, t: Tensor, value: Tensor | None) -> None:
+        """``t.grad = value`` while tracing: the grad t holds at the end is set on every call."""
+        self.step_capture().grad_write(t)
+
+    def on_backward(self) -> None:
+        """``backward()`` ran inside the trace: its VJPs are recorded as ops of this graph."""
+        self.step_capture().backward_ran = True
+
+    def on_optimizer(self, optimizer: Any) -> None:
+        """An optimizer's zero_grad() or step() runs inside the trace."""
+        self.step_capture().register(optimizer)
+
+    def finish_step(self) -> None:
+        """After the outputs are set: the grads and optimizer state to set on each call become
+        extra outputs, and `step_binding` says how to use them (None if nothing was touched)."""
+        if self._capture is not None:
+            self.step_binding = self._capture.finish(len(self.graph.outputs))
 
     # ---- outputs ------------------------------------------------------------------
     def set_outputs(self, tensors: list[Tensor]) -> None:
@@ -384,4 +432,5 @@ def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool =
             result = fn(*args, **kwargs)
     out_leaves, out_treedef = flatten(result)
     tracer.set_outputs([t for t in out_leaves if isinstance(t, Tensor)])
+    tracer.finish_step()
     return Trace(tracer, result, out_leaves, out_treedef, leaf_of_tensor)

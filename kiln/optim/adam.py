@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
+from ..functional.math import sqrt
+from . import traced_math as traced
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import advance_step, decayed_grad, lerp_, step_state, zeros_state
 
@@ -88,6 +90,50 @@ class Adam(Optimizer):
             update /= denom
             data += update
             p._bump_version()
+
+    def _traced_update_group(self, group: dict[str, Any]) -> None:
+        """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        amsgrad, maximize = group["amsgrad"], group["maximize"]
+        decoupled = group.get("decoupled_weight_decay", False)
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:
+                param_state["step"] = traced.step_state()
+                param_state["exp_avg"] = traced.zeros_state(p)
+                param_state["exp_avg_sq"] = traced.zeros_state(p)
+                if amsgrad:
+                    param_state["max_exp_avg_sq"] = traced.zeros_state(p)
+            if decoupled:
+                if weight_decay != 0:
+                    p.mul_(1.0 - lr * weight_decay)
+                grad = traced.decayed_grad(g, p, 0.0, maximize)
+            else:
+                grad = traced.decayed_grad(g, p, weight_decay, maximize)
+            step = traced.advance_step(self, p)
+
+            m, v = param_state["exp_avg"], param_state["exp_avg_sq"]
+            traced.lerp_(m, grad, 1.0 - beta1)
+            tmp = grad * (1.0 - beta2)
+            tmp = tmp * grad
+            v.mul_(beta2)
+            v.add_(tmp)
+            if amsgrad:
+                v_max = param_state["max_exp_avg_sq"]
+                traced.max_(v_max, v)
+                v = v_max
+
+            denom = sqrt(v)
+            denom = denom / traced.host_sqrt(1.0 - beta2 ** step)
+            denom = denom + eps
+            update = m * (-lr / (1.0 - beta1 ** step))
+            update = update / denom
+            p.add_(update)
 
 
 def _init_state(param_state: dict[str, Any], p: Tensor, amsgrad: bool) -> None:

@@ -1,10 +1,15 @@
 """The Optimizer base class: parameter groups, per-parameter state, and state_dict I/O.
 
-Updates happen in place on the parameters' arrays (``p._data``), so every module,
-closure and compiled plan that holds a parameter sees the new values. Each update
-runs under ``kiln.no_grad()``, works on raw arrays with in-place ufuncs, and bumps
-the version of every tensor it writes, which keeps autograd's saved-tensor checks
-(and the JIT's version guards) correct.
+Updates happen in place on the parameters, so every module, closure and compiled plan
+that holds a parameter sees the new values. Each update runs under ``kiln.no_grad()``.
+Eagerly, `_update_group` works on raw arrays with in-place ufuncs and bumps the version
+of every tensor it writes, which keeps autograd's saved-tensor checks (and the JIT's
+version guards) correct. Inside a function compiled with kiln.compile, `step()` runs
+`_traced_update_group` instead: the same update written in kiln ops, which the tracer
+records into the plan (in-place updates of parameters and state become state writes,
+hyperparameters read from `param_groups` become inputs read on every call; see
+kiln.jit.step_capture). A subclass that writes `_update_group` in kiln ops needs nothing
+more: the default `_traced_update_group` calls it.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import numpy as np
 from ..autograd import enable_grad, no_grad
 from ..ops.primitive import trace_state
 from ..tensor import Tensor
+from .param_group import ParamGroup
 
 ParamsT = Union[Iterable[Tensor], Iterable[dict[str, Any]], Iterable[tuple[str, Tensor]]]
 StateDict = dict[str, Any]
@@ -61,13 +67,14 @@ class Optimizer:
             raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
         if "params" not in param_group:
             raise KeyError("param_group must have a 'params' entry listing its tensors")
-        group = dict(param_group)
+        group = ParamGroup(param_group, self)
         params, names = _split_params(group["params"])
         group["params"] = params
         if names is not None:
             group["param_names"] = names
         for key, value in self.defaults.items():
-            group.setdefault(key, value)
+            if key not in group:
+                group[key] = value
         taken = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in taken for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -81,6 +88,10 @@ class Optimizer:
     # ---- gradients and steps ------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all optimized tensors: to None (default), or to zeros."""
+        tracer = trace_state.tracer
+        if tracer is not None:
+            self._traced_zero_grad(tracer, set_to_none)
+            return
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad
@@ -96,26 +107,62 @@ class Optimizer:
                     # broadcasts; never write through them.
                     p.grad = Tensor._wrap(g._device.xp.zeros_like(g._data), g._device)
 
+    def _traced_zero_grad(self, tracer: Any, set_to_none: bool) -> None:
+        """zero_grad inside a compiled function, in kiln ops: setting None reads no grad (so the
+        plan does not depend on whether grads were set), and zeros are a traced fill."""
+        from ..functional.creation import zeros_like  # noqa: PLC0415 - kiln.functional imports kiln.optim's deps
+
+        tracer.on_optimizer(self)
+        for group in self.param_groups:
+            for p in dict.__getitem__(group, "params"):
+                if set_to_none:
+                    p.grad = None
+                    continue
+                g = p.grad
+                if g is None:
+                    continue
+                with no_grad():
+                    if g._base is None and g._node is None and g._data.flags.writeable:
+                        g.zero_()
+                    else:
+                        p.grad = zeros_like(g)
+
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; return `closure()`'s loss if given.
 
         The closure (which re-evaluates the model and calls backward) runs with grad
-        enabled; the update itself runs under ``kiln.no_grad()``.
+        enabled; the update itself runs under ``kiln.no_grad()``. Inside a function
+        compiled with kiln.compile the update is traced into the plan (`_traced_update_group`).
         """
-        if trace_state.tracer is not None:
-            _break_trace(trace_state.tracer, f"{type(self).__name__}.step()")
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        tracer = trace_state.tracer
         with no_grad():
-            for group in self.param_groups:
-                self._update_group(group)
+            if tracer is None:
+                for group in self.param_groups:
+                    self._update_group(group)
+            else:
+                tracer.on_optimizer(self)
+                for group in self.param_groups:
+                    self._traced_update_group(group)
         return loss
 
     def _update_group(self, group: dict[str, Any]) -> None:
         """Apply one update to the parameters of `group` that have a gradient."""
         raise NotImplementedError(f"{type(self).__name__} must implement _update_group")
+
+    def _traced_update_group(self, group: dict[str, Any]) -> None:
+        """`_update_group` in kiln ops, run while kiln.compile traces a step (see the module doc).
+
+        Read options as ``group["lr"]`` (inside a trace they are plan inputs, fresh on every
+        call), update parameters and state with in-place tensor methods (``p.add_(...)``), and
+        create state with kiln ops (``kiln.zeros_like(p)``). The default calls `_update_group`,
+        which is right for a subclass whose update is already written in kiln ops; one that works
+        on NumPy arrays is found out while tracing, and the step falls back to eager.
+        """
+        self._update_group(group)
 
     # ---- checkpointing ------------------------------------------------------------
     def state_dict(self) -> StateDict:
@@ -167,10 +214,11 @@ class Optimizer:
 
         groups = []
         for group, saved in zip(self.param_groups, saved_groups):
-            new = {k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}
+            new = ParamGroup({k: copy.deepcopy(v) for k, v in saved.items() if k != "params"}, self)
             new["params"] = group["params"]
             for key, value in self.defaults.items():
-                new.setdefault(key, value)
+                if key not in new:
+                    new[key] = value
             self._validate_group(new)
             groups.append(new)
         self.state = state
@@ -185,22 +233,6 @@ class Optimizer:
 
 
 # ---- helpers ------------------------------------------------------------------------
-def _break_trace(tracer: Any, what: str) -> None:
-    """Tell an active kiln.compile trace that this step can't be captured (it updates arrays directly).
-
-    With ``fullgraph=True`` that is a GraphBreakError; otherwise the compiled function falls
-    back to eager for this call signature, so the step still runs on every call.
-    """
-    from ..jit.trace import GraphBreakError, user_location  # noqa: PLC0415 - only while tracing
-
-    message = (f"{what} at {user_location()} updates parameters in place outside the graph. Fix: call "
-               "optimizer.step() outside the compiled function (compile the forward and loss only).")
-    if getattr(tracer, "fullgraph", False):
-        raise GraphBreakError(message)
-    if getattr(tracer, "graph_break", None) is None:
-        tracer.graph_break = message
-
-
 def _split_params(params: Any) -> tuple[list[Tensor], list[str] | None]:
     """A group's params as a list of leaf tensors, plus their names if given as (name, tensor) pairs."""
     if isinstance(params, Tensor):

@@ -6,6 +6,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
+from ..functional.math import sqrt
+from . import traced_math as traced
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import advance_step, decayed_grad, lerp_, step_state, zeros_state
 
@@ -85,6 +87,51 @@ class RMSprop(Optimizer):
                 update /= avg
                 data += update
             p._bump_version()
+
+    def _traced_update_group(self, group: dict[str, Any]) -> None:
+        """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""
+        alpha, eps = group["alpha"], group["eps"]
+        weight_decay, momentum = group["weight_decay"], group["momentum"]
+        centered, maximize = group["centered"], group["maximize"]
+        neg_lr = -group["lr"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:
+                param_state["step"] = traced.step_state()
+                param_state["square_avg"] = traced.zeros_state(p)
+                if momentum > 0:
+                    param_state["momentum_buffer"] = traced.zeros_state(p)
+                if centered:
+                    param_state["grad_avg"] = traced.zeros_state(p)
+            grad = traced.decayed_grad(g, p, weight_decay, maximize)
+            param_state["step"].add_(1)
+
+            v = param_state["square_avg"]
+            avg = grad * (1.0 - alpha)
+            avg = avg * grad
+            v.mul_(alpha)
+            v.add_(avg)
+            if centered:
+                a = param_state["grad_avg"]
+                traced.lerp_(a, grad, 1.0 - alpha)
+                avg = sqrt(v - a * a)
+            else:
+                avg = sqrt(v)
+            avg = avg + eps
+
+            if momentum > 0:
+                buf = param_state["momentum_buffer"]
+                buf.mul_(momentum)
+                buf.add_(grad / avg)
+                p.add_(buf * neg_lr)
+            else:
+                update = grad * neg_lr
+                update = update / avg
+                p.add_(update)
 
 
 def _init_state(param_state: dict[str, Any], p: Tensor, momentum: float, centered: bool) -> None:

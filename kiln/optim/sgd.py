@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
+from . import traced_math as traced
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import decayed_grad
 
@@ -61,6 +62,31 @@ class SGD(Optimizer):
                     direction, scratch = buf, False
             data += np.multiply(direction, neg_lr, out=direction if scratch else np.empty_like(data))
             p._bump_version()
+
+    def _traced_update_group(self, group: dict[str, Any]) -> None:
+        """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""
+        momentum, weight_decay = group["momentum"], group["weight_decay"]
+        nesterov, maximize = group["nesterov"], group["maximize"]
+        neg_lr = -group["lr"]
+        keep = 1.0 - group["dampening"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            grad = traced.decayed_grad(g, p, weight_decay, maximize)
+            if momentum == 0:
+                direction = grad
+            else:
+                param_state = state[p]
+                buf = param_state.get("momentum_buffer")
+                if buf is None:
+                    buf = param_state["momentum_buffer"] = grad.clone()
+                else:
+                    buf.mul_(momentum)
+                    buf.add_(grad * keep if keep != 1.0 else grad)
+                direction = buf * momentum + grad if nesterov else buf
+            p.add_(direction * neg_lr)
 
     @staticmethod
     def _momentum_buffer(param_state: dict[str, Any], p: Tensor, grad: np.ndarray, momentum: float,
