@@ -4,7 +4,9 @@ Every `bind` reports to the tracer (see kiln.ops.primitive), so nested ops insid
 composites arrive as primitives. Tensors the tracer has not seen are captured by
 reference (read fresh on each call); frontend scalar literals are baked in.
 Random keys become "rng" inputs, in-place updates of outside tensors become state
-writes, and turning a traced tensor into a Python value is a graph break.
+writes, and turning a traced tensor into a Python value is a graph break. A whole
+training step (backward and optimizer.step() inside) also touches ``.grad``, optimizer
+state and hyperparameters: the tracer hands those to its `StepCapture` (step_capture.py).
 """
 from __future__ import annotations
 
