@@ -8,7 +8,8 @@ from . import dtypes as _dtypes
 from .allocator import tune_allocator as _tune_allocator
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .device import Device, cuda_is_available, get_device
-from .dtypes import DType, DTypeOverflowError, bfloat16, bool_, float16, float32, float64, int32, int64
+from .dtypes import (DType, DTypeMismatchError, DTypeOverflowError, bfloat16, bool_, float16, float32, float64,
+                     int32, int64)
 from .ops.primitive import ShapeError
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Tensor, as_tensor, from_numpy, is_tensor, tensor

@@ -52,10 +52,18 @@ UNSUPPORTED = {
 }
 
 
+class UnsupportedDeviceError(ValueError, RuntimeError):
+    """A device PyTorch knows but kiln does not run on, such as "mps".
+
+    A ValueError like any bad device name, and a RuntimeError like PyTorch's error for a
+    backend that is not there, so either ``except`` clause catches it.
+    """
+
+
 def _parse(spec: str) -> Device:
     name, _, index = spec.strip().partition(":")
     if name in UNSUPPORTED:
-        raise RuntimeError(f"device {spec!r} is not supported: kiln runs on 'cpu' and 'cuda' (NVIDIA GPUs through "
+        raise UnsupportedDeviceError(f"device {spec!r} is not supported: kiln runs on 'cpu' and 'cuda' (NVIDIA GPUs through "
                            f"CuPy), not on {UNSUPPORTED[name]}; use device='cpu'")
     if name not in SUPPORTED or (index and not index.isdigit()):
         raise ValueError(f"unknown device {spec!r}: expected 'cpu' or 'cuda[:N]' (or, to cast, a dtype name such "
@@ -63,17 +71,22 @@ def _parse(spec: str) -> Device:
     return Device(name, int(index) if index else None)
 
 
+_DTYPE_PREFIXES = ("float", "int", "uint", "bool", "bfloat", "complex")
+
+
 def is_device_spec(arg: Any) -> bool:
     """Whether a positional argument of ``.to(...)`` names a device rather than a dtype.
 
-    A Device, a torch.device, or a string that is not a dtype name (so ``"mps"`` or a typo
-    gets the device error that names it, not "unknown dtype").
+    A Device, a torch.device, or a string that is neither a dtype name nor starts like one
+    (so ``"mps"`` or ``"gpu"`` gets the device error that names it, not "unknown dtype").
     """
     if isinstance(arg, Device) or type(arg).__name__ == "device":
         return True
     if not isinstance(arg, str):
         return False
-    return arg not in _BY_NAME and arg not in ("bfloat16", "bf16")  # bfloat16 even without ml_dtypes
+    if arg in _BY_NAME or arg.startswith(_DTYPE_PREFIXES):  # "float8" is a wrong dtype, not a device
+        return False
+    return arg not in ("bf16", "half", "double", "long")
 
 
 def get_device(spec: Any) -> Device:

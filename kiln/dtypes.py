@@ -134,6 +134,14 @@ class DTypeOverflowError(OverflowError, RuntimeError):
     """
 
 
+class DTypeMismatchError(TypeError, RuntimeError):
+    """Operands that must share a dtype don't (a float64 input to a float32 ``nn.Linear``).
+
+    PyTorch raises RuntimeError ("mat1 and mat2 must have the same dtype"); this is also a
+    TypeError, so either ``except`` clause catches it.
+    """
+
+
 def check_fits(value: Any, dtype: DType, op: str) -> None:
     """Raise DTypeOverflowError if a Python or NumPy scalar cannot be stored in integer `dtype`.
 

@@ -5,13 +5,15 @@ import math as _math
 from typing import Any, Sequence
 
 from .. import autograd
+from ..dtypes import DTypeMismatchError
 from ..ops.primitive import REGISTRY, ShapeError, bind
 from ..sizes import is_int
 from ..tensor import Tensor
 from .activations import softmax
 from .checks import checked_index
 from .creation import arange, ones, rand
-from .math import (add, amax, cast, div, eq, ge, logical_not, matmul, mean, mul, rsqrt, sub, sum, where)
+from .math import (_as_tensor, add, amax, cast, div, eq, ge, logical_not, matmul, mean, mul, rsqrt, sub, sum,
+                   where)
 from .shape import bind_index, masked_fill, pad, reshape, squeeze, swapaxes, transpose, tril, unsqueeze
 
 _P = REGISTRY
@@ -25,8 +27,28 @@ def _pair(v: Any, name: str) -> tuple[int, int]:
     return int(v), int(v)
 
 
+def _same_dtype(op: str, x: Any, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """`x` as a tensor, after checking that it, `weight` and `bias` share one dtype, as PyTorch requires.
+
+    Promoting instead would silently turn a float32 model into float64 math (and float64
+    gradients) whenever a float64 NumPy array comes in.
+    """
+    x = _as_tensor(x)
+    w = weight.dtype.name
+    if x.dtype != weight.dtype:
+        raise DTypeMismatchError(
+            f"{op}: the input is {x.dtype.name} but the weight is {w}; they must have the same dtype (as in "
+            f"PyTorch, no promotion here). Fix: convert the input, x.to(kiln.{w}) (for a NumPy array, "
+            f"kiln.tensor(array, dtype=kiln.{w})), or the module, model.to(kiln.{x.dtype.name})")
+    if bias is not None and bias.dtype != weight.dtype:
+        raise DTypeMismatchError(f"{op}: the bias is {bias.dtype.name} but the weight is {w}; they must have the "
+                                 f"same dtype. Fix: bias.to(kiln.{w})")
+    return x
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight.T + bias."""
+    """x @ weight.T + bias. The input, weight and bias must share a dtype (DTypeMismatchError otherwise)."""
+    x = _same_dtype("linear", x, weight, bias)
     if x.shape[-1] != weight.shape[-1]:
         raise ShapeError(f"linear: input has {x.shape[-1]} features (shape {tuple(x.shape)}) but the "
                          f"weight expects {weight.shape[-1]} (weight shape {tuple(weight.shape)})")
@@ -35,8 +57,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 def bilinear(x1: Tensor, x2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """y[..., o] = x1 @ weight[o] @ x2 + bias[o]."""
+    """y[..., o] = x1 @ weight[o] @ x2 + bias[o]. Inputs, weight and bias must share a dtype."""
     from .math import einsum  # noqa: PLC0415
+
+    x1 = _same_dtype("bilinear", x1, weight, bias)
+    x2 = _same_dtype("bilinear", x2, weight, None)
 
     lead = x1.shape[:-1]
     a = reshape(x1, (-1, x1.shape[-1]))
@@ -76,7 +101,8 @@ def _conv_padding(padding: Any, kernel: tuple[int, int], dilation: tuple[int, in
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
-    """2-D convolution (cross-correlation) as unfold2d + matmul. x: (N, C, H, W)."""
+    """2-D convolution (cross-correlation) as unfold2d + matmul. x: (N, C, H, W), of the weight's dtype."""
+    x = _same_dtype("conv2d", x, weight, bias)
     if x.ndim == 3:
         return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
     if x.ndim != 4 or weight.ndim != 4:
@@ -112,6 +138,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
 def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int = 1, padding: Any = 0,
            dilation: int = 1, groups: int = 1) -> Tensor:
     """1-D convolution of (N, C, L) through conv2d on a height-1 image."""
+    x = _same_dtype("conv1d", x, weight, bias)
     if x.ndim == 2:
         return squeeze(conv1d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
     pad1 = padding if isinstance(padding, str) else (0, int(padding if not isinstance(padding, (tuple, list)) else padding[0]))

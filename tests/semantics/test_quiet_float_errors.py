@@ -1,0 +1,81 @@
+"""inf and NaN come back quietly, as in PyTorch: no NumPy RuntimeWarning from eager ops, backward or compiled plans."""
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import kiln
+
+torch = pytest.importorskip("torch")
+
+INF = float("inf")
+
+# name -> (function of one input, written against either library; the input values)
+CASES: dict[str, tuple[Callable, list]] = {
+    "log-of-zero": (lambda m, x: m.log(x), [0.0, 1.0, 2.0]),
+    "log1p-of-minus-one": (lambda m, x: m.log1p(x), [-1.0, 0.0]),
+    "divide-by-zero": (lambda m, x: 1.0 / x, [0.0, -0.0, 2.0]),
+    "zero-over-zero": (lambda m, x: x / x, [0.0, 3.0]),
+    "exp-overflow": (lambda m, x: m.exp(x), [1000.0, 1.0]),
+    "sqrt-of-negative": (lambda m, x: m.sqrt(x), [-1.0, 4.0]),
+    "inf-minus-inf": (lambda m, x: x - x, [INF, 1.0]),
+    "inf-times-zero": (lambda m, x: x * 0.0, [INF, 2.0]),
+    "pow-of-zero": (lambda m, x: x ** -1.0, [0.0, 2.0]),
+    "sum-overflow": (lambda m, x: (x * 3e38).sum(), [1.0, 1.0]),
+    "matmul-with-inf": (lambda m, x: x.reshape(1, 2) @ (x * 0.0).reshape(2, 1), [INF, 1.0]),
+    "masked-softmax": (lambda m, x: m.softmax(x.reshape(2, 2) + m.log((x > 0.5).float()).reshape(2, 2), dim=-1),
+                       [0.0, 1.0, 2.0, 3.0]),
+}
+
+
+def _quietly(fn: Callable[[], object]) -> object:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return fn()
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_eager_values_and_grads_are_torchs_without_warnings(name: str) -> None:
+    f, values = CASES[name]
+    x = kiln.tensor(values, requires_grad=True)
+    out = _quietly(lambda: f(kiln, x))
+    _quietly(lambda: out.sum().backward())
+    tx = torch.tensor(values, requires_grad=True)
+    t_out = f(torch, tx)
+    t_out.sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), t_out.detach().numpy(), rtol=1e-6)  # inf and NaN where torch has them
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_compiled_plans_are_quiet_and_equal_eager(name: str, backend: str) -> None:
+    f, values = CASES[name]
+
+    def step(x: kiln.Tensor) -> tuple[kiln.Tensor, kiln.Tensor]:
+        out = f(kiln, x)
+        (grad,) = kiln.grad(out.sum(), [x])
+        return out, grad
+
+    compiled = kiln.compile(step, backend=backend)
+    x = kiln.tensor(values, requires_grad=True)
+    eager_out, eager_grad = _quietly(lambda: step(x))
+    for _ in range(2):  # the tracing call and a replay
+        out, grad = _quietly(lambda: compiled(x))
+        np.testing.assert_array_equal(out.detach().numpy(), eager_out.detach().numpy())
+        np.testing.assert_array_equal(grad.detach().numpy(), eager_grad.detach().numpy())
+
+
+def test_overflowing_casts_and_literals_are_quiet() -> None:
+    big = kiln.tensor([60000.0], dtype=kiln.float16)
+    assert _quietly(lambda: (big * 2.0).tolist()) == [INF] == (torch.tensor([60000.0], dtype=torch.float16) * 2).tolist()
+    assert _quietly(lambda: (big * 1e6).tolist()) == [INF]
+    _quietly(lambda: kiln.tensor([float("nan"), INF]).long())  # undefined values in PyTorch too; no warning
+
+
+def test_numpys_own_warnings_outside_kiln_are_left_alone() -> None:
+    with pytest.warns(RuntimeWarning, match="divide by zero"):
+        np.log(np.zeros(1))
