@@ -45,14 +45,18 @@ def test_doc_code_blocks_run(path, tmp_path, monkeypatch):
     saved_env = dict(os.environ)
     namespace: dict = {"__name__": f"doc_{path.stem}"}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("default")  # a page may show a warning; it must not fail the run
+        # A page may show one of kiln's warnings: recorded, so it neither fails the run nor clutters
+        # the test output. NumPy's floating-point warnings must never leak out of kiln, docs included.
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
             for line, code in python_blocks(path):
                 try:
                     exec(compile(code, f"{path.name}:{line}", "exec"), namespace)  # noqa: S102 - our own docs
                 except Exception as exc:  # noqa: BLE001 - re-raised with the block's location
                     raise AssertionError(f"{path.relative_to(ROOT)} block at line {line} failed: "
                                          f"{type(exc).__name__}: {exc}") from exc
+        leaked = [str(w.message) for w in shown if " encountered in " in str(w.message)]
+        assert not leaked, f"{path.relative_to(ROOT)}: NumPy warnings leaked out of kiln: {leaked}"
     finally:
         os.environ.clear()
         os.environ.update(saved_env)  # a page that sets KILN_DEBUG does not leak it

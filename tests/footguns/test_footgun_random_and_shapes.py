@@ -85,7 +85,10 @@ def _shape_sensitive(x):
     return (x * kiln.arange(float(x.shape[-1]))).sum(0) + x.reshape(-1)[:2].sum()
 
 
+# With a dynamic dim 0, float(x.shape[-1]) of the 1-d input specializes the plan: kiln warns once per process
+# (tested in tests/jit); here that warning is expected and not shown.
 @pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.filterwarnings(r"ignore:dynamic_dims. the symbolic size n:RuntimeWarning")
 def test_same_numel_different_shapes_each_get_their_own_plan(dynamic):
     f = kiln.compile(_shape_sensitive, dynamic_dims={0: {0: "n"}} if dynamic else None)
     data = np.arange(12, dtype=np.float32)
