@@ -215,7 +215,7 @@ class JITFunction:
                 debug.log_miss(self.__name__, self.stats.misses + 1, self.stats.miss_reasons[-1])
                 self.stats.traces += 1
                 traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph,
-                               dynamic=dynamic, module=self._owner)
+                               dynamic=dynamic, module=self._owner, optimizers=self._guards.optimizers)
                 entry = self._entry_for(key, traced)
             except BaseException:  # an error or a KeyboardInterrupt: no entry, and no miss recorded
                 self._log.roll_back(mark)

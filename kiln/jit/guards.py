@@ -114,6 +114,7 @@ class _Analysis:
         self.seen: set[tuple] = set()
         self.notes: dict[str, Note] = {}
         self.where = ""  # file:line of the read being considered
+        self.optimizers: dict[int, Any] = {}  # optimizers whose state or param_groups the function reaches
 
     def add(self, root: tuple, steps: tuple) -> None:
         signature = (root[0], id(root[1]) if root[0] != "arg" else root[1], root[2], steps)
@@ -221,6 +222,10 @@ class _Analysis:
     def _side_effect(self, root: tuple | None, effect: Any, where: str, args: tuple, kwargs: dict) -> None:
         """A store or mutating call through a chain that outlives the call (not a local object)."""
         if root is not None:
+            optimizer = _through_optimizer(root, effect.steps, args, kwargs)
+            if optimizer is not None:  # optimizer state and param_groups: the step capture checks the write
+                self.optimizers.setdefault(id(optimizer), optimizer)
+                return
             target = evaluate(root, effect.steps, args, kwargs)
             if isinstance(target, Tensor) or target is MISSING and effect.steps:
                 return  # tensor writes are traced; a chain into nothing is a local detail
@@ -246,6 +251,9 @@ class _Analysis:
                 self.keep(root, steps[:n], value, depth)
                 if kind == "attr" and self._covered_by_module_key(value, key):
                     return
+            if kind == "attr" and key in _OPTIMIZER_CAPTURED and _is_optimizer(value):
+                self.optimizers.setdefault(id(value), value)  # read per call by the step capture, not baked in
+                return
             nxt = item(value, key) if kind == "item" else attr(value, key)
             if nxt is OPAQUE:
                 if kind == "attr":
@@ -349,6 +357,7 @@ class Guards:
         self._lock = threading.Lock()
         self._modules = ModuleState()
         self.notes: dict[str, Note] = {}  # what the last analysis could not guard, and oversized values
+        self.optimizers: tuple = ()  # optimizers the function reaches: the trace captures their state at entry
 
     def refresh(self, args: tuple, kwargs: dict) -> bool:
         """Re-find the chains (values they lead through may have changed); True if they did."""
@@ -361,6 +370,7 @@ class Guards:
             self._signature_id = signature_id_of(self._signatures, signature)
             self._chains = tuple(analysis.chains.values())
             self._covered = covered
+            self.optimizers = tuple(analysis.optimizers.values())
             kept = {tag: note for tag, note in self.notes.items() if tag.startswith("too large")}
             self.notes = {**kept, **analysis.notes}
         return changed
@@ -427,6 +437,30 @@ class Guards:
 def _guard_part(statics: tuple) -> tuple | None:
     last = statics[-1] if statics else None
     return last if isinstance(last, tuple) and len(last) == 4 and last[0] == "guards" else None
+
+
+_OPTIMIZER_CAPTURED = ("param_groups", "state")  # an optimizer's attributes a trace reads through its capture
+
+
+def _is_optimizer(value: Any) -> bool:
+    from ..optim.optimizer import Optimizer  # noqa: PLC0415 - kiln.optim is imported after kiln.jit
+
+    return isinstance(value, Optimizer)
+
+
+def _through_optimizer(root: tuple, steps: tuple, args: tuple, kwargs: dict) -> Any:
+    """The optimizer whose ``state`` or ``param_groups`` a chain goes through, else None. A trace
+    reads those through its step capture (kiln.jit.step_capture): hyperparameters on every call,
+    state through its path, and a write the plan cannot replay is a graph break, so neither is a
+    baked read nor a silent side effect."""
+    value = root_value(root, args, kwargs)
+    for kind, key in steps:
+        if kind == "attr" and key in _OPTIMIZER_CAPTURED and _is_optimizer(value):
+            return value
+        if value is MISSING or value is OPAQUE:
+            return None
+        value = item(value, key) if kind == "item" else attr(value, key)
+    return None
 
 
 def chain_name(root: tuple, steps: tuple) -> str:

@@ -404,13 +404,14 @@ class Trace:
 
 def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool = False,
           dynamic: dict[int, dict[int, str]] | None = None, module: Any = None,
-          no_grad: bool = False) -> Trace:
+          no_grad: bool = False, optimizers: tuple = ()) -> Trace:
     """Run ``fn(*args, **kwargs)`` once while a fresh `Tracer` records it.
 
     Each distinct tensor leaf of the arguments becomes an "arg" input (its spec's ref is
     the leaf index); `dynamic` maps a leaf index to the dims that are symbolic
     ({dim: name}); a `module`'s parameters and buffers are inputs too; the tensor leaves of the result become the graph's outputs. With
-    `no_grad`, the function runs without recording gradients (inference tracing).
+    `no_grad`, the function runs without recording gradients (inference tracing). The
+    `optimizers` the function reaches are registered before it runs (see step_capture.py).
     """
     from .. import autograd  # noqa: PLC0415 - kiln.autograd imports the tensor module first
     from .pytree import flatten  # noqa: PLC0415
@@ -426,6 +427,8 @@ def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool =
             tracer.add_input(x, InputSpec("arg", i), shape=shape)
     if module is not None:
         tracer.add_module_inputs(module)
+    for optimizer in optimizers:  # their state as it is now: read through its path wherever the function reads it
+        tracer.on_optimizer(optimizer)
     with tracer:
         if no_grad:
             with autograd.no_grad():

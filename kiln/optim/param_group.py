@@ -30,7 +30,10 @@ class ParamGroup(dict):
     def __getitem__(self, key: Any) -> Any:
         value = dict.__getitem__(self, key)
         tracer = trace_state.tracer
-        if tracer is None or key == "params" or self.optimizer is None:
+        if tracer is None or self.optimizer is None:
+            return value
+        if key == "params":  # the optimizer is in use: its state is read through its path from now on
+            tracer.on_optimizer(self.optimizer)
             return value
         return tracer.step_capture().read_hyper(self, key, value)
 

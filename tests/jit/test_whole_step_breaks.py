@@ -347,3 +347,61 @@ def test_a_closure_passed_to_step() -> None:
     build = lambda: {"model": (m := _model()), "opt": kiln.optim.RMSprop(m.parameters(), lr=0.01)}
     _, _, compiled = _both(build, step_of, "interpret")
     assert compiled.stats.fallbacks == 0
+
+
+class PlainStepSGD(kiln.optim.Optimizer):
+    """Its own step() (no decorator), reading and writing self.state and self.param_groups directly."""
+
+    def __init__(self, params, lr: float = 0.01, momentum: float = 0.5):
+        super().__init__(params, dict(lr=lr, momentum=momentum))
+
+    def step(self):
+        with kiln.no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    if "buf" not in self.state[p]:
+                        self.state[p]["buf"] = kiln.zeros_like(p)
+                    self.state[p]["buf"].mul_(group["momentum"]).add_(p.grad)
+                    p.sub_(self.state[p]["buf"] * group["lr"])
+
+
+def test_optimizer_state_written_by_user_code_is_no_side_effect_under_fullgraph() -> None:
+    build = lambda: {"model": (m := _model()), "opt": PlainStepSGD(m.parameters(), lr=0.1)}
+
+    def faster(env, i):
+        if i == 3:
+            env["opt"].param_groups[0]["momentum"] = 0.9
+
+    runs = []
+    for mode in ("eager", "compiled"):
+        env = build()
+        step = _plain_step(env)
+        f = kiln.compile(step, fullgraph=True) if mode == "compiled" else step
+        out = []
+        for i, (x, y) in enumerate(_data()):
+            faster(env, i)
+            out.append(float(f(x, y)))
+        runs.append(out)
+    assert runs[0] == runs[1]
+    assert f.stats.traces == 2
+
+
+def test_state_read_before_the_step_is_read_through_its_path() -> None:
+    w = kiln.ones(3, dtype="float64", requires_grad=True)
+    opt = kiln.optim.SGD([w], lr=0.1, momentum=0.9)
+    w.grad = kiln.ones(3, dtype="float64")
+    opt.step()
+
+    @kiln.compile
+    def scaled(x):
+        return x * opt.state[w]["momentum_buffer"]
+
+    x = kiln.ones(3, dtype="float64")
+    assert scaled(x).tolist() == [1.0] * 3
+    saved = opt.state_dict()
+    saved["state"][0]["momentum_buffer"] = kiln.full((3,), 2.0, dtype="float64")
+    opt.load_state_dict(saved)  # new state tensors: the plan reads the new ones
+    assert scaled(x).tolist() == [2.0] * 3
+    assert scaled.stats.traces == 1
