@@ -229,6 +229,8 @@ class _Analysis:
             target = evaluate(root, effect.steps, args, kwargs)
             if isinstance(target, Tensor) or target is MISSING and effect.steps:
                 return  # tensor writes are traced; a chain into nothing is a local detail
+            if isinstance(target, types.ModuleType):
+                return  # `kiln.add(x, y)`, `np.sort(a)`: a module's function, not a container's mutator
         self.note(f"effect {where} {effect.what}", (
             f"`{effect.what}` at {where} is a Python side effect inside a compiled function: it runs while "
             "tracing, and replays of the compiled plan skip it. Fix: move it out of the compiled function, "

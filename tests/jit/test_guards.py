@@ -1112,3 +1112,28 @@ def test_a_growing_container_warns_when_it_outgrows_content_keys(monkeypatch) ->
     assert messages and "too large" in messages[0] and "Fix:" in messages[0]
     assert len(history) == 21  # it was keyed by content (and retraced) until then
     assert compiled.stats.misses == 21
+
+
+def test_module_functions_named_like_mutators_are_not_side_effects() -> None:
+    """`kiln.add(x, y)`, `kiln.sort(x)`, `np.sort(a)` call a module's function; only a container's
+    `append`/`add`/`sort`... is a side effect. No warning, and fullgraph compiles."""
+    def f(x):
+        values, _ = kiln.sort(x)
+        return kiln.add(values, float(np.sort(np.array([2.0, 1.0]))[0]))
+
+    compiled = kiln.compile(f, fullgraph=True, backend="interpret")
+    x = x3()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(compiled(x).numpy(), f(x).numpy())
+
+
+def test_a_container_mutator_is_still_a_side_effect() -> None:
+    seen: set = set()
+
+    def f(x):
+        seen.add(1)
+        return x + 1
+
+    with pytest.raises(GraphBreakError, match=r"seen\.add"):
+        kiln.compile(f, fullgraph=True, backend="interpret")(x3())
