@@ -50,6 +50,9 @@ def _reusable(entry: Any, dims: dict | None, leaves: list) -> bool:
 
 
 MAX_SIZE_VARIANTS = 4  # plans kept under one key that differ only in the sizes they specialized to
+# stale reasons whose plans are kept as variants: the state they were traced for may come back
+# (another size; .grad None again after an outside zero_grad; a flag flipped back)
+_VARIANT_KINDS = ("shape guard", "grad", "hyperparameter")
 
 
 def _serving(entry: Any, dims: dict | None, leaves: list) -> Any:
@@ -222,7 +225,7 @@ class JITFunction:
                 self._pass_logs.pop(key, None)
                 raise
             self.stats.misses += 1
-            if stale is not None and stale.kind == "shape guard" and getattr(entry, "kind", None) != "fallback":
+            if stale is not None and stale.kind in _VARIANT_KINDS and getattr(entry, "kind", None) != "fallback":
                 variants = [old, *getattr(old, "size_variants", ())]  # kept: another size may come back
                 entry.size_variants = variants[:MAX_SIZE_VARIANTS - 1]
                 self.stats.evictions += len(variants) - len(entry.size_variants)

@@ -405,3 +405,25 @@ def test_state_read_before_the_step_is_read_through_its_path() -> None:
     opt.load_state_dict(saved)  # new state tensors: the plan reads the new ones
     assert scaled(x).tolist() == [2.0] * 3
     assert scaled.stats.traces == 1
+
+
+def test_gradients_accumulated_across_calls_keep_both_plans() -> None:
+    def step_of(env):
+        model = env["model"]
+
+        def forward_backward(x, y):
+            loss = F.cross_entropy(model(x), y) / 4
+            loss.backward()  # adds to .grad: None at the first micro-batch, set at the others
+            return loss
+
+        return forward_backward
+
+    def step_every_4(env, i):
+        if i and i % 4 == 0:
+            env["opt"].step()
+            env["opt"].zero_grad()
+
+    build = lambda: {"model": (m := _model()), "opt": kiln.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)}
+    _, _, compiled = _both(build, step_of, "interpret", between=step_every_4, n=16)
+    assert compiled.stats.traces == 2  # one plan for .grad None at entry, one for .grad set; both kept
+    assert "the .grad of a tensor read by the step was None when traced" in compiled.explain()
