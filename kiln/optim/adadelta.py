@@ -5,7 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..functional.math import sqrt
+from . import traced_math as traced
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import advance_step, decayed_grad, step_state, zeros_state
 
@@ -74,3 +75,35 @@ class Adadelta(Optimizer):
             acc_delta._bump_version()
             data += np.multiply(delta, neg_lr, out=delta)
             p._bump_version()
+
+    def _traced_update_group(self, group: dict[str, Any]) -> None:
+        """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""
+        lr, rho, eps = group["lr"], group["rho"], group["eps"]
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:
+                param_state["step"] = traced.step_state()
+                param_state["square_avg"] = traced.zeros_state(p)
+                param_state["acc_delta"] = traced.zeros_state(p)
+            grad = traced.decayed_grad(g, p, weight_decay, maximize)
+            traced.advance_step(self, p)
+
+            v, u = param_state["square_avg"], param_state["acc_delta"]
+            tmp = grad * (1.0 - rho)
+            tmp = tmp * grad
+            v.mul_(rho)
+            v.add_(tmp)
+            std = sqrt(v + eps)
+            delta = sqrt(u + eps)
+            delta = delta / std
+            delta = delta * grad
+            tmp = delta * (1.0 - rho)
+            tmp = tmp * delta
+            u.mul_(rho)
+            u.add_(tmp)
+            p.add_(delta * -lr)

@@ -5,7 +5,10 @@ from typing import Any
 
 import numpy as np
 
+from ..functional.creation import full_like
+from ..functional.math import sqrt
 from ..tensor import Tensor
+from . import traced_math as traced
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import advance_step, decayed_grad, step_state
 
@@ -65,6 +68,32 @@ class Adagrad(Optimizer):
             update /= std
             data += update
             p._bump_version()
+
+
+    def _traced_update_group(self, group: dict[str, Any]) -> None:
+        """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""
+        lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            param_state = state[p]
+            if not param_state:
+                param_state["step"] = traced.step_state()
+                param_state["sum"] = full_like(p, group["initial_accumulator_value"])
+            step = traced.advance_step(self, p)
+            grad = traced.decayed_grad(g, p, weight_decay, maximize)
+            clr = lr / (1 + (step - 1) * lr_decay)
+
+            state_sum = param_state["sum"]
+            state_sum.add_(grad * grad)
+            std = sqrt(state_sum)
+            std = std + eps
+            update = grad * -clr
+            update = update / std
+            p.add_(update)
 
 
 def _init_state(param_state: dict[str, Any], p: Tensor, initial: float) -> None:
