@@ -182,3 +182,24 @@ def test_bad_worker_options_raise_value_errors(kwargs: dict, message: str) -> No
 def test_pin_memory_is_accepted_and_changes_nothing() -> None:
     a = _batches(DataLoader(Rows(5), batch_size=2, pin_memory=True, pin_memory_device="cpu"))
     _assert_same_batches(a, _batches(DataLoader(Rows(5), batch_size=2)))
+
+
+def test_compiled_training_on_worker_batches_equals_eager_in_process() -> None:
+    def train(num_workers: int, compiled: bool) -> list[float]:
+        kiln.manual_seed(0)
+        model = kiln.nn.Sequential(kiln.nn.Linear(2, 8), kiln.nn.Tanh(), kiln.nn.Linear(8, 1))
+        opt = kiln.optim.SGD(model.parameters(), lr=0.01)
+        run = kiln.compile(model) if compiled else model
+        loader = DataLoader(Rows(24), batch_size=6, shuffle=True, generator=kiln.Generator(3), num_workers=num_workers,
+                            multiprocessing_context=FORK if num_workers else None)
+        losses = []
+        for _ in range(2):
+            for x, y in loader:
+                opt.zero_grad()
+                loss = ((run(x / 24.0).reshape(-1) - y.float() / 24.0) ** 2).mean()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        return losses
+
+    np.testing.assert_allclose(train(2, True), train(0, False), rtol=1e-6)
