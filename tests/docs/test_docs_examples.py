@@ -20,7 +20,7 @@ import kiln
 ROOT = Path(__file__).resolve().parents[2]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PAGES = ["getting-started.md", "how-compile-works.md", "debugging.md", "writing-passes.md", "api.md",
-         "internals.md", "checkpoints.md"]
+         "internals.md", "checkpoints.md", "coming-from-pytorch.md"]
 FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```\s*$", re.S | re.M)
 LINK = re.compile(r"\[[^\]]*\]\((?P<target>[^)#\s]+)(?:#[^)]*)?\)")
 SKIP_WORDS = {"norun", "no-run"}
