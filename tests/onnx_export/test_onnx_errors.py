@@ -54,6 +54,11 @@ def test_backward_only_op_is_unsupported(monkeypatch):
     assert info.value.line.startswith("b:f32[3] = cumsum[axis=0] a")
 
 
+# These functions turn the symbolic batch size into a Python int on purpose: the export must catch the baked
+# size, and kiln's one-time dynamic_dims warning about the conversion (tested in tests/jit) is expected here.
+_BAKED_SIZE_WARNING = r"ignore:dynamic_dims. the symbolic size batch:RuntimeWarning"
+
+
 def test_data_dependent_python_branch_is_an_export_error():
     def branchy(x):
         return x * 2 if x.sum() > 0 else x
@@ -62,6 +67,7 @@ def test_data_dependent_python_branch_is_an_export_error():
         kiln.onnx.export(branchy, kiln.randn(3), None)
 
 
+@pytest.mark.filterwarnings(_BAKED_SIZE_WARNING)
 def test_baked_dynamic_dim_is_detected():
     def mean_rows(x):
         return x.sum(0) / len(x)  # len() is a plain int: the example's size
@@ -71,6 +77,7 @@ def test_baked_dynamic_dim_is_detected():
     assert "batch=4 then 5" in str(info.value)
 
 
+@pytest.mark.filterwarnings(_BAKED_SIZE_WARNING)
 def test_baked_dim_in_node_params_names_the_node():
     def add_positions(x):
         return x.sum() + kiln.arange(len(x) * 20).float().sum()  # len() is the example's size
@@ -79,6 +86,7 @@ def test_baked_dim_in_node_params_names_the_node():
         kiln.onnx.export(add_positions, kiln.randn(4, 3), None, dynamic_dims={0: {0: "batch"}})
 
 
+@pytest.mark.filterwarnings(_BAKED_SIZE_WARNING)
 def test_a_size_that_coincides_at_one_other_size_is_still_caught():
     def first_half(x):
         return x[: len(x) // 2]  # 4 // 2 == 5 // 2: a second size is needed to see the baked 2
