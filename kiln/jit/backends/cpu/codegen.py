@@ -134,7 +134,8 @@ class FusedElementwise(Primitive):
         forms = [index_form(s, out_shape, self.split) for s in shapes]
         if forms != self.forms:  # this call's shapes broadcast differently (dynamic dims)
             return self.evaluate(xp, arrays)
-        if any(f == "full" and not c_ordered(a) for f, a in zip(forms, arrays)):
+        if any(f == "full" and k not in self.group.broadcast_inputs and not c_ordered(a)
+               for k, (f, a) in enumerate(zip(forms, arrays))):
             return self.evaluate(xp, arrays)  # eager lays the result out in another order (layouts.py)
         # contiguous arrays (numpy scalars from full reductions become 1-element arrays)
         arrays = [a if a.__class__ is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)

@@ -73,6 +73,7 @@ class Group:
         self.nodes = nodes
         self.root = nodes[-1]
         inside = {n.out.id for n in nodes}
+        self.broadcast_inputs: set[int] = set()  # inputs eager sees as broadcast views (expand outputs)
         self.inputs: list[Value] = []
         seen: set[int] = set()
         for n in nodes:
@@ -118,9 +119,9 @@ def find_groups(graph: Graph) -> list[Group]:
             continue
         if layouts is None:
             layouts = eager_layouts(graph)
-        if layouts.get(root.out.id) != "C" or any(tuple(v.shape) == tuple(root.out.shape) and
-                                                  layouts.get(v.id, "C") != "C" for v in group.inputs):
+        if layouts.get(root.out.id) != "C" or any(layouts.get(v.id, "C") == "other" for v in group.inputs):
             continue  # eager lays this result out in another order: a C-ordered stand-in changes later sums
+        group.broadcast_inputs = {k for k, v in enumerate(group.inputs) if layouts.get(v.id) == "bcast"}
         assigned |= members
         groups.append(group)
     return groups

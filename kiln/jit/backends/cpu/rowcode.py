@@ -29,9 +29,10 @@ Reducers, each equal to the NumPy kernel it replaces (tests/jit/test_row_kernels
   side evaluate the whole group with NumPy instead.
 
 The function returns that count. The kernel also falls back to NumPy (RowKernel.evaluate)
-when an input a sum reads at full size is not C-contiguous (NumPy sums it in another
-order), or another full-size input is not C-ordered (eager's results would be laid out in
-another order than this kernel's, see layouts.py).
+when an input a sum reduces directly is not C-contiguous (NumPy sums it in another
+order), or another full-size input is neither C-ordered nor the broadcast view eager also
+reads (eager's results would be laid out in another order than this kernel's, see
+layouts.py).
 """
 from __future__ import annotations
 
@@ -285,7 +286,8 @@ class RowKernel(Primitive):
             if a.__class__ is not np.ndarray or not a.flags.c_contiguous:
                 # NumPy sums a row pairwise only in a C-contiguous array, and lays results out
                 # after their full-size operands: otherwise only NumPy itself gives eager's bits
-                if k in self.strict or k in self.full and not c_ordered(a):
+                if k in self.strict or k in self.full and k not in self.group.broadcast_inputs \
+                        and not c_ordered(a):
                     return self.evaluate(xp, arrays)
                 a = np.ascontiguousarray(a)
             if a.shape != self.in_shapes[k] and a.size != 1:

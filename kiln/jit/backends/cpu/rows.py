@@ -163,35 +163,19 @@ class RowGroup:
                     seen.add(v.id)
                     self.inputs.append(v)
         self.sequential = {id(n): sequential(n) for n in nodes if levels[id(n)] == "reduce"}
+        self.broadcast_inputs: set[int] = set()  # inputs eager sees as broadcast views (expand outputs)
 
     @property
     def reductions(self) -> list[Node]:
         return [n for n in self.nodes if self.levels[id(n)] == "reduce"]
 
     def strict_inputs(self) -> list[int]:
-        """Indices of the inputs a sum's prologue reads at full size: they must be C-ordered.
-
-        NumPy sums a row in pairwise order only when the operand it sums is C-ordered, and its
-        elementwise results are C-ordered when their full-size operands are.
-        """
-        producer = {n.out.id: n for n in self.nodes}
+        """Indices of the inputs a sum reduces directly: NumPy adds a row pairwise only in a
+        C-contiguous array (the other full-size inputs must only be C-ordered, or broadcast views
+        where eager also reads one: see rowcode.RowKernel.kernel)."""
         index = {v.id: k for k, v in enumerate(self.inputs)}
-        strict: set[int] = set()
-        stack = [n.inputs[0] for n in self.reductions if n.prim.name == "sum"]
-        seen: set[int] = set()
-        while stack:
-            v = stack.pop()
-            if v.id in seen:
-                continue
-            seen.add(v.id)
-            node = producer.get(v.id)
-            if node is None:
-                if v.id in index and self.space.form(v.shape) == "full":
-                    strict.add(index[v.id])
-                continue
-            if self.levels[id(node)] == "full":
-                stack.extend(node.inputs)
-        return sorted(strict)
+        return sorted({index[n.inputs[0].id] for n in self.reductions
+                       if n.prim.name == "sum" and n.inputs[0].id in index})
 
 
 def describe(group: RowGroup) -> str:
@@ -225,8 +209,8 @@ class _Grower:
             if inner_level == "full":
                 return True
             form = space.form(v.shape)
-            if form == "full" and self.layouts.get(v.id, "C") != "C":
-                return False  # the kernel would evaluate with NumPy on every call (see rowcode.RowKernel.kernel)
+            if form == "full" and self.layouts.get(v.id, "C") == "other":
+                return False  # the kernel would evaluate with NumPy on every call (rowcode.RowKernel.kernel)
             return form is not None and v.dtype.name in fusion.DTYPES
         # row level: per-row values of the same shape, or one value for all rows
         if inner_level == "full":
@@ -341,7 +325,9 @@ class _Grower:
         if math.prod(space.shape) < fusion.MIN_ELEMENTS:
             return None
         outputs = [n.out for n in nodes if n.out.id in out_ids]
-        return RowGroup(space, nodes, dict(members), outputs, kept)
+        group = RowGroup(space, nodes, dict(members), outputs, kept)
+        group.broadcast_inputs = {k for k, v in enumerate(group.inputs) if self.layouts.get(v.id) == "bcast"}
+        return group
 
     def _exits(self, nodes: list[Node], members: dict[int, str]) -> tuple[set[int], set[int]]:
         """(ids of member values the group must output, ids of members whose original stays).
