@@ -355,6 +355,19 @@ def test_layer_norm_plan_shape(fuse_everything):
     assert "fused[sub -> mul]" in text  # the normalization recomputes x - mean instead of storing it
 
 
+def test_layer_norm_backward_is_one_row_kernel(fuse_everything):
+    """Both reductions of LayerNorm's backward, the per-row algebra between them and the
+    broadcast of their results (expand) run in one function: no full-size temporary."""
+    ln = nn.LayerNorm(64)
+    compiled = kiln.compile(ln, backend="cpu")
+    x = kiln.randn(32, 64, requires_grad=True)
+    compiled(x).sum().backward()
+    backward = compiled.cache_entries[0].backward_plan.graph
+    rows_nodes = [n.prim.name for n in backward.nodes if n.prim.name.startswith("fused_rows")]
+    assert len(rows_nodes) == 1 and rows_nodes[0].count("sum") == 2 and "expand" in rows_nodes[0], rows_nodes
+    assert not any(n.prim.name.startswith("fused[") for n in backward.nodes), str(backward)
+
+
 def test_softmax_plan_shape(fuse_everything):
     x = kiln.randn(8, 32)
     names = [n.prim.name for n in _fused_graph(lambda x: F.softmax(x, -1), x).nodes]
