@@ -50,6 +50,36 @@ def evaluate(expr: tuple, env: list) -> Any:
     return _BINARY[kind](evaluate(expr[1], env), evaluate(expr[2], env))
 
 
+_PY_UNARY = {"neg": "-({0})", "pos": "+({0})", "abs": "abs({0})", "sqrt": "_sqrt({0})"}
+
+
+def _source_code(expr: tuple) -> str | None:
+    """Python source computing `expr` from a list `e` of source values (None if it holds a non-number)."""
+    kind = expr[0]
+    if kind == "src":
+        return f"e[{int(expr[1])}]"
+    if kind == "num":
+        value = expr[1]
+        return repr(value) if type(value) in (int, float, bool) and value == value and abs(value) != math.inf else None
+    parts = [_source_code(a) for a in expr[1:]]
+    if any(p is None for p in parts):
+        return None
+    if kind in _PY_UNARY:
+        return _PY_UNARY[kind].format(parts[0])
+    if kind not in ("+", "-", "*", "/", "//", "%", "**"):
+        return None
+    return f"({parts[0]} {kind} {parts[1]})"
+
+
+def compile_expr(expr: tuple) -> Callable[[list], Any]:
+    """`evaluate` for one expression as a Python function (several times faster per call); the same
+    Python float operations, so the same results."""
+    code = _source_code(expr)
+    if code is None:
+        return lambda env: evaluate(expr, env)
+    return eval(f"lambda e: {code}", {"_sqrt": math.sqrt, "__builtins__": {"abs": abs}})  # noqa: S307 - our own
+
+
 def expr_text(expr: tuple, names: list[str]) -> str:
     """`expr` as text, naming each source as `names` does (``-param_groups[0]['lr']``)."""
     kind = expr[0]
@@ -116,16 +146,17 @@ def sqrt(x: Any) -> Any:
 class HyperInput:
     """The spec of a plan input filled with a hyperparameter expression (a 0-d tensor, or `shape`)."""
 
-    __slots__ = ("expr", "dtype", "shape", "text")
+    __slots__ = ("expr", "dtype", "shape", "text", "_compute")
 
     def __init__(self, expr: tuple, dtype: np.dtype, shape: tuple, text: str):
         self.expr = expr
         self.dtype = dtype
         self.shape = shape
         self.text = text
+        self._compute = compile_expr(expr)
 
     def array(self, env: list) -> np.ndarray:
-        value = evaluate(self.expr, env)
+        value = self._compute(env)
         if self.shape:
             return np.full(self.shape, value, dtype=self.dtype)
         return np.array(value, dtype=self.dtype)

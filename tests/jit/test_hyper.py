@@ -95,3 +95,14 @@ def test_param_groups_are_plain_dicts_outside_a_trace() -> None:
     assert pickle.loads(pickle.dumps(ParamGroup({"lr": 0.3}))) == {"lr": 0.3}
     opt.load_state_dict(opt.state_dict())
     assert isinstance(opt.param_groups[0], ParamGroup) and opt.param_groups[0].optimizer is opt
+
+
+def test_compiled_expressions_equal_evaluate() -> None:
+    from kiln.jit.hyper import compile_expr
+
+    lr, b1, b2, step = (HyperScalar(v, ("src", i)) for i, v in enumerate((0.1, 0.9, 0.999, 3.0)))
+    exprs = [(-lr / (1.0 - b1 ** (step + 1))).expr, sqrt(1.0 - b2 ** step).expr, abs(-lr).expr,
+             (lr * 0.5 // 0.01 % 3).expr, ("==", ("src", 0), ("num", "a string"))]
+    for env in ([0.1, 0.9, 0.999, 3.0], [0.37, 0.5, 0.25, 99.0]):
+        for e in exprs:
+            assert compile_expr(e)(env) == evaluate(e, env)
