@@ -100,7 +100,8 @@ def test_exception_in_traced_function_leaves_no_cache_entry():
         return x + 1
 
     f = kiln.compile(flaky)
-    with pytest.raises(ValueError, match="boom"):
-        f(kiln.ones(2))
+    with pytest.warns(RuntimeWarning, match="Python side effect"):  # calls["n"] += 1 runs only while tracing
+        with pytest.raises(ValueError, match="boom"):
+            f(kiln.ones(2))
     assert f.stats.cache_size == 0
     np.testing.assert_allclose(f(kiln.ones(2)).numpy(), 2.0)
