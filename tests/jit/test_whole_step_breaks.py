@@ -427,3 +427,30 @@ def test_gradients_accumulated_across_calls_keep_both_plans() -> None:
     _, _, compiled = _both(build, step_of, "interpret", between=step_every_4, n=16)
     assert compiled.stats.traces == 2  # one plan for .grad None at entry, one for .grad set; both kept
     assert "the .grad of a tensor read by the step was None when traced" in compiled.explain()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clipping_and_stepping_grads_from_an_eager_backward(backend: str) -> None:
+    """Grads left by an eager backward are inputs; clipping them in place writes them back."""
+    runs = []
+    for mode in (None, backend):
+        model = _model()
+        opt = kiln.optim.Adam(model.parameters(), lr=0.01)
+
+        def clip_and_step():
+            total = kiln.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+            opt.step()
+            return total
+
+        f = kiln.compile(clip_and_step, backend=mode) if mode else clip_and_step
+        out = []
+        for x, y in _data():
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            held = model[0].weight.grad  # the user's reference: clipped in place, as eagerly
+            out += [float(f()), float(held.abs().sum())]
+        runs.append((out, [p.detach().numpy() for p in model.parameters()]))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-12)
+    for a, b in zip(runs[1][1], runs[0][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    assert f.stats.fallbacks == 0 and f.stats.traces == 2
