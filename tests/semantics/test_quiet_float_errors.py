@@ -79,3 +79,32 @@ def test_overflowing_casts_and_literals_are_quiet() -> None:
 def test_numpys_own_warnings_outside_kiln_are_left_alone() -> None:
     with pytest.warns(RuntimeWarning, match="divide by zero"):
         np.log(np.zeros(1))
+
+
+def test_the_users_numpy_error_state_is_kept_around_kiln_ops() -> None:
+    with np.errstate(all="raise"):
+        assert _quietly(lambda: kiln.log(kiln.zeros(1)).item()) == -INF  # kiln ops: quiet even so
+        with pytest.raises(FloatingPointError):
+            np.log(np.zeros(1))  # the user's own NumPy code: still raises
+    assert np.geterr()["divide"] == "warn"
+
+
+@pytest.mark.parametrize("numpy_2_fast_path", [True, False])
+def test_quiet_restores_the_state_after_an_exception(numpy_2_fast_path: bool, monkeypatch) -> None:
+    from kiln.ops import quiet as quiet_module
+
+    if not numpy_2_fast_path:
+        monkeypatch.setattr(quiet_module, "_ERRSTATE", None)  # the np.errstate path of NumPy < 2
+
+    def kernel(fail: bool) -> np.ndarray:
+        out = np.log(np.zeros(1))
+        if fail:
+            raise ValueError("kernel failed")
+        return out
+
+    wrapped = quiet_module.quiet(kernel)
+    assert _quietly(lambda: wrapped(False))[0] == -INF
+    with pytest.raises(ValueError, match="kernel failed"):
+        wrapped(True)
+    assert np.geterr()["divide"] == "warn"
+    assert quiet_module.quiet(wrapped) is wrapped  # never wrapped twice
