@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .hyper import HyperSource, evaluate, expr_text
+from .hyper import HyperSource, StateSource, evaluate, expr_text
 
 
 def grad_owner(target: tuple, leaves: list) -> Tensor:
@@ -57,7 +57,7 @@ def write_target(kind: str, ref: Any, leaves: list) -> Tensor:
 class StepBinding:
     """Guards, hyperparameter sources and attribute writes of one compiled step (see module doc)."""
 
-    def __init__(self, sources: list[HyperSource], hyper_guards: list, grad_guards: list,
+    def __init__(self, sources: list[HyperSource | StateSource], hyper_guards: list, grad_guards: list,
                  optimizers: list, grad_sets: list, state_sets: list, n_user: int, backward_ran: bool):
         self.sources = sources
         self.hyper_guards = tuple(hyper_guards)  # (expr, traced result)

@@ -67,7 +67,7 @@ class StepCapture:
 
     def __init__(self, tracer: Any):
         self.tracer = tracer
-        self.sources: list[HyperSource] = []
+        self.sources: list[HyperSource | StateSource] = []  # what the hyper inputs and guards read per call
         self._source_index: dict[tuple, int] = {}
         self.hyper_guards: dict[Any, tuple] = {}
         self._hyper_inputs: dict[tuple, Value] = {}
