@@ -440,7 +440,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     target = get_dtype(dtype) if dtype is not None else kind
     if target.kind == "i" and arr.dtype != target.np and not isinstance(data, (Tensor, np.ndarray)):
         check_array_fits(arr, target, "kiln.tensor")  # Python numbers are checked, arrays cast (as PyTorch)
-    arr = np.asarray(arr, dtype=target.np, order="C")  # (ascontiguousarray would make 0-d 1-d)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e40 as float32 is inf, quietly (as PyTorch)
+        arr = np.asarray(arr, dtype=target.np, order="C")  # (ascontiguousarray would make 0-d 1-d)
     if dev.type != "cpu":
         arr = dev.xp.asarray(arr)
     return Tensor._wrap(arr, dev, requires_grad)

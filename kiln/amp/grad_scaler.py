@@ -101,7 +101,7 @@ class GradScaler:
                                "scaler.scale(loss).backward()")
         inv_scale = np.float32(np.float64(1.0) / np.float64(self._scale))  # as PyTorch: reciprocal in double
         found_inf, seen = False, False
-        with no_grad():
+        with no_grad(), np.errstate(all="ignore"):  # inf/NaN gradients are what this looks for: no warning
             for group in optimizer.param_groups:
                 for p in group["params"]:
                     g = p.grad

@@ -141,8 +141,9 @@ class Optimizer:
         tracer = trace_state.tracer
         with no_grad():
             if tracer is None:
-                for group in self.param_groups:
-                    self._update_group(group)
+                with np.errstate(all="ignore"):  # inf/NaN gradients give inf/NaN quietly, as in PyTorch
+                    for group in self.param_groups:
+                        self._update_group(group)
             else:
                 tracer.on_optimizer(self)
                 for group in self.param_groups:

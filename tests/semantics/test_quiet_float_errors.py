@@ -108,3 +108,21 @@ def test_quiet_restores_the_state_after_an_exception(numpy_2_fast_path: bool, mo
         wrapped(True)
     assert np.geterr()["divide"] == "warn"
     assert quiet_module.quiet(wrapped) is wrapped  # never wrapped twice
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta"])
+def test_optimizer_steps_on_inf_and_nan_gradients_are_quiet_and_match_torch(name: str) -> None:
+    values, grads = [1.0, 2.0, 3.0], [INF, float("nan"), -INF]
+    w = kiln.tensor(values, requires_grad=True)
+    tw = torch.tensor(values, requires_grad=True)
+    opt, topt = getattr(kiln.optim, name)([w], lr=0.1), getattr(torch.optim, name)([tw], lr=0.1)
+    for _ in range(2):
+        w.grad, tw.grad = kiln.tensor(grads), torch.tensor(grads)
+        _quietly(opt.step)
+        topt.step()
+    np.testing.assert_array_equal(w.detach().numpy(), tw.detach().numpy())
+
+
+def test_creating_a_tensor_that_overflows_its_dtype_is_quiet() -> None:
+    assert _quietly(lambda: kiln.tensor([1e40, -1e40]).tolist()) == [INF, -INF] == torch.tensor([1e40, -1e40]).tolist()
+    assert _quietly(lambda: kiln.tensor(1e5, dtype=kiln.float16).item()) == INF
