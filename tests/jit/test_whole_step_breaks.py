@@ -454,3 +454,31 @@ def test_clipping_and_stepping_grads_from_an_eager_backward(backend: str) -> Non
     for a, b in zip(runs[1][1], runs[0][1]):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
     assert f.stats.fallbacks == 0 and f.stats.traces == 2
+
+
+def test_zero_grad_inside_a_compiled_forward_with_backward_outside() -> None:
+    def step_of(env):
+        model, opt = env["model"], env["opt"]
+
+        def forward(x):
+            opt.zero_grad()
+            return model(x)  # requires grad: a training plan, whose grads the eager backward fills
+
+        def train_step(x, y):
+            loss = F.cross_entropy(env["compiled"](x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        env["compiled"] = kiln.compile(forward) if env["mode"] else forward
+        return train_step
+
+    for mode in (None, "interpret"):
+        env = {"model": (m := _model()), "opt": kiln.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), "mode": mode}
+        step = step_of(env)
+        losses = [float(step(x, y)) for x, y in _data()]
+        if mode is None:
+            want = losses
+    assert losses == want
+    stats = env["compiled"].stats
+    assert stats.fallbacks == 0 and env["compiled"].cache_entries[0].kind == "training"
