@@ -1,6 +1,7 @@
 """Picklable datasets and functions for the DataLoader worker tests (spawned workers import this module)."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import signal
@@ -10,6 +11,20 @@ import numpy as np
 
 import kiln
 from kiln.utils.data import Dataset, IterableDataset, get_worker_info
+
+
+def worker_context():
+    """The start method for the worker tests: forkserver with kiln and this module preloaded.
+
+    Workers fork from a fresh single-threaded server, never from the test process, which may
+    run threads (BLAS, or JAX imported by other tests: forking a threaded process can deadlock);
+    the preload keeps starting a worker fast.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["kiln", __name__])
+    return context
 
 
 class Rows(Dataset):

@@ -10,9 +10,9 @@ import pytest
 import kiln
 from kiln.utils.data import DataLoader, TensorDataset
 from loader_worker_datasets import (Counting, Dies, Draws, FailsAt, Rows, Slow, WhoLoads,
-                                    collate_lambda_result, failing_init, tag_worker)
+                                    collate_lambda_result, failing_init, tag_worker, worker_context)
 
-FORK = "fork" if "fork" in __import__("multiprocessing").get_all_start_methods() else None
+FORK = worker_context()  # forkserver: workers never fork this (possibly multithreaded) test process
 
 
 def _batches(loader: DataLoader) -> list:

@@ -36,7 +36,9 @@ class DataLoader:
 
     ``num_workers > 0`` loads batches in that many worker processes (the platform's
     start method unless `multiprocessing_context` says "spawn", "fork" or "forkserver";
-    under spawn the dataset and functions must be picklable). Batches still arrive in
+    under spawn the dataset and functions must be picklable; "fork", Linux's default, copies
+    this process, so a process that runs threads, e.g. with JAX imported, should pass
+    "forkserver" or "spawn"). Batches still arrive in
     order; an error in a worker is raised here naming the worker. Workers stop at the
     end of each epoch, or live on with ``persistent_workers=True``. Each worker seeds
     kiln, `random` and NumPy from a base seed plus its id; `worker_init_fn(worker_id)`
