@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -41,7 +43,9 @@ print("same")
 
 def _run(*argv: str) -> subprocess.CompletedProcess:
     """In a fresh process: JAX starts threads, and a later os.fork() in this one would warn."""
-    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=600)
+    root = Path(__file__).resolve().parents[2]  # this checkout's kiln, whatever else is on sys.path
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=600, cwd=root, env=env)
 
 
 def test_the_jax_step_is_the_same_sgd_step():
