@@ -465,13 +465,24 @@ class Module:
         return self._apply(convert)
 
     def float(self) -> Module:
+        """Cast floating-point parameters and buffers to float32, in place: ``model.float()``."""
         return self.to("float32")
 
     def double(self) -> Module:
+        """Cast floating-point parameters and buffers to float64, in place: ``model.double()``."""
         return self.to("float64")
 
     def half(self) -> Module:
+        """Cast floating-point parameters and buffers to float16, in place: ``model.half()``."""
         return self.to("float16")
+
+    def bfloat16(self) -> Module:
+        """Cast floating-point parameters and buffers to bfloat16, in place: ``model.bfloat16()``.
+
+        Needs the optional ml_dtypes package (``pip install 'kiln[bfloat16]'``); without it this
+        raises TypeError naming the install command. Integer buffers keep their dtype.
+        """
+        return self.to("bfloat16")
 
     def cpu(self) -> Module:
         return self.to("cpu")
