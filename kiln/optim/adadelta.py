@@ -6,9 +6,41 @@ from typing import Any
 import numpy as np
 
 from ..functional.math import sqrt
+from ..tensor import Tensor
 from . import traced_math as traced
+from .native_kernel import NativeRule
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import advance_step, decayed_grad, step_state, zeros_state
+
+# `Adadelta._update_group` for one element, in the same operations (see kiln.optim.native_kernel).
+_NATIVE_RULE = NativeRule(
+    name="adadelta",
+    states=("v", "u"),
+    group_scalars=("wd", "keep", "rho", "eps", "neg_lr"),
+    param_scalars=(),
+    switches=("MAXIMIZE", "DECAY"),
+    body="""
+        const T d = DECAYED_GRAD(p[i], g[i]);
+        T t = d * keep;
+        t = t * d;
+        T vv = v[i] * rho;
+        vv = vv + t;
+        v[i] = vv;
+        T sd = vv + eps;
+        sd = SQRT(sd);
+        T uv = u[i];
+        T de = uv + eps;
+        de = SQRT(de);
+        de = de / sd;
+        de = de * d;
+        t = de * keep;
+        t = t * de;
+        uv = uv * rho;
+        uv = uv + t;
+        u[i] = uv;
+        p[i] = p[i] + de * neg_lr;
+    """,
+)
 
 
 class Adadelta(Optimizer):
@@ -25,9 +57,13 @@ class Adadelta(Optimizer):
     """
 
     def __init__(self, params: ParamsT, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
-                 weight_decay: float = 0.0, *, maximize: bool = False):
-        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize)
+                 weight_decay: float = 0.0, *, maximize: bool = False, foreach: bool | None = None,
+                 fused: bool | None = None):
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize, foreach=foreach,
+                        fused=fused)
         super().__init__(params, defaults)
+
+    _native_rule = _NATIVE_RULE
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         super()._validate_group(group)
@@ -75,6 +111,24 @@ class Adadelta(Optimizer):
             acc_delta._bump_version()
             data += np.multiply(delta, neg_lr, out=delta)
             p._bump_version()
+
+    def _native_spec(self, group: dict[str, Any]) -> tuple[tuple[bool, ...], tuple[float, ...]]:
+        """Switches and group scalars of the native kernel, computed as `_update_group` computes them."""
+        rho, weight_decay = group["rho"], group["weight_decay"]
+        return ((bool(group["maximize"]), weight_decay != 0),
+                (weight_decay, 1.0 - rho, rho, group["eps"], -group["lr"]))
+
+    def _native_state(self, group: dict[str, Any], p: Tensor) -> tuple[list[Tensor], bool]:
+        param_state = self.state[p]
+        if not param_state:
+            param_state["step"] = step_state()
+            param_state["square_avg"] = zeros_state(p)
+            param_state["acc_delta"] = zeros_state(p)
+        return [param_state["square_avg"], param_state["acc_delta"]], False
+
+    def _native_param_scalars(self, group: dict[str, Any], p: Tensor) -> tuple[float, ...]:
+        advance_step(self.state[p]["step"])
+        return ()
 
     def _traced_update_group(self, group: dict[str, Any]) -> None:
         """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""

@@ -9,8 +9,37 @@ import numpy as np
 from ..tensor import Tensor
 from ..functional.math import sqrt
 from . import traced_math as traced
+from .native_kernel import NativeRule, lerp_weight
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import advance_step, decayed_grad, lerp_, step_state, zeros_state
+
+# `Adam._update_group` for one element, in the same operations (see kiln.optim.native_kernel).
+_NATIVE_RULE = NativeRule(
+    name="adam",
+    states=("m", "v", ("vmax", "AMSGRAD")),
+    group_scalars=("shrink", "wd", "w", "one_minus_beta2", "beta2", "eps"),
+    param_scalars=("c1", "c2"),
+    switches=("MAXIMIZE", "DECAY", "SHRINK", "AMSGRAD", "LERP_LOW"),
+    body="""
+        T pv = p[i];
+        if (SHRINK) pv = pv * shrink;
+        const T d = DECAYED_GRAD(pv, g[i]);
+        const T mv = LERP(m[i], d, w);
+        m[i] = mv;
+        T t = d * one_minus_beta2;
+        t = t * d;
+        T vv = v[i] * beta2;
+        vv = vv + t;
+        v[i] = vv;
+        if (AMSGRAD) { vv = kiln_max(vmax[i], vv); vmax[i] = vv; }
+        T den = SQRT(vv);
+        den = den / c2;
+        den = den + eps;
+        T up = mv * c1;
+        up = up / den;
+        p[i] = pv + up;
+    """,
+)
 
 
 class Adam(Optimizer):
@@ -29,10 +58,14 @@ class Adam(Optimizer):
 
     def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
-                 maximize: bool = False, decoupled_weight_decay: bool = False):
+                 maximize: bool = False, decoupled_weight_decay: bool = False, foreach: bool | None = None,
+                 fused: bool | None = None):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
+                        maximize=maximize, decoupled_weight_decay=decoupled_weight_decay, foreach=foreach,
+                        fused=fused)
         super().__init__(params, defaults)
+
+    _native_rule = _NATIVE_RULE
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         super()._validate_group(group)
@@ -90,6 +123,32 @@ class Adam(Optimizer):
             update /= denom
             data += update
             p._bump_version()
+
+    def _native_spec(self, group: dict[str, Any]) -> tuple[tuple[bool, ...], tuple[float, ...]]:
+        """Switches and group scalars of the native kernel, computed as `_update_group` computes them."""
+        lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = group["betas"]
+        decoupled = group.get("decoupled_weight_decay", False)
+        low, w = lerp_weight(1.0 - beta1)
+        switches = (bool(group["maximize"]), not decoupled and weight_decay != 0, decoupled and weight_decay != 0,
+                    bool(group["amsgrad"]), low)
+        return switches, (1.0 - lr * weight_decay, weight_decay, w, 1.0 - beta2, beta2, eps)
+
+    def _native_state(self, group: dict[str, Any], p: Tensor) -> tuple[list[Tensor], bool]:
+        param_state = self.state[p]
+        amsgrad = group["amsgrad"]
+        if not param_state:
+            _init_state(param_state, p, amsgrad)
+        tensors = [param_state["exp_avg"], param_state["exp_avg_sq"]]
+        if amsgrad:
+            tensors.append(param_state["max_exp_avg_sq"])
+        return tensors, False
+
+    def _native_param_scalars(self, group: dict[str, Any], p: Tensor) -> tuple[float, ...]:
+        """Advance `p`'s step; its bias corrections, as `_update_group` computes them."""
+        lr, (beta1, beta2) = group["lr"], group["betas"]
+        step = advance_step(self.state[p]["step"])
+        return -lr / (1.0 - beta1 ** step), math.sqrt(1.0 - beta2 ** step)
 
     def _traced_update_group(self, group: dict[str, Any]) -> None:
         """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""

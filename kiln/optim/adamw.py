@@ -15,9 +15,9 @@ class AdamW(Adam):
 
     def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False):
+                 maximize: bool = False, foreach: bool | None = None, fused: bool | None = None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         decoupled_weight_decay=True)
+                         decoupled_weight_decay=True, foreach=foreach, fused=fused)
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)

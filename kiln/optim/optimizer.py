@@ -10,6 +10,12 @@ records into the plan (in-place updates of parameters and state become state wri
 hyperparameters read from `param_groups` become inputs read on every call; see
 kiln.jit.step_capture). A subclass that writes `_update_group` in kiln ops needs nothing
 more: the default `_traced_update_group` calls it.
+
+Eagerly, the built-in optimizers run one generated C kernel per dtype for all parameters of
+a group (kiln.optim.native_step), bit for bit equal to `_update_group`, which remains the
+path for what the kernel does not take. The ``fused``/``foreach`` options choose: ``fused=None``
+(the default) uses the kernel when a C compiler works, ``fused=False`` or ``foreach=False``
+always uses NumPy, and ``fused=True`` requires the kernel.
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ import numpy as np
 from ..autograd import enable_grad, no_grad
 from ..ops.primitive import trace_state
 from ..tensor import Tensor
+from .native_kernel import C_TYPES, compiler_problem
+from .native_step import has_native_update, native_update_group
 from .param_group import ParamGroup
 
 ParamsT = Union[Iterable[Tensor], Iterable[dict[str, Any]], Iterable[tuple[str, Tensor]]]
@@ -84,6 +92,45 @@ class Optimizer:
     def _validate_group(self, group: dict[str, Any]) -> None:
         """Raise ValueError for an out-of-range option; subclasses extend this."""
         _check_nonnegative(group, "lr", "learning rate")
+        self._validate_fused(group)
+
+    def _validate_fused(self, group: dict[str, Any]) -> None:
+        """Check the ``foreach``/``fused`` options; ``fused=True`` needs a kernel for every parameter now."""
+        foreach, fused = dict.get(group, "foreach"), dict.get(group, "fused")
+        for key, value in (("foreach", foreach), ("fused", fused)):
+            if value is not None and not isinstance(value, bool):
+                raise TypeError(f"{key} must be None, True or False, got {value!r}")
+        if not fused:
+            return
+        if foreach:
+            raise ValueError("`fused` and `foreach` cannot be `True` together: pass one of them")
+        name = type(self).__name__
+        if not has_native_update(self):
+            raise ValueError(f"fused=True: {name} has no native update (a subclass with its own "
+                             "_update_group updates in NumPy); leave fused=None")
+        for p in dict.__getitem__(group, "params"):
+            if type(p._data) is not np.ndarray or p._data.dtype not in C_TYPES:
+                raise ValueError(f"fused=True requires float32 or float64 parameters on the CPU, got one of "
+                                 f"dtype {p.dtype} on {p.device}; leave fused=None to update it in NumPy")
+        problem = compiler_problem()
+        if problem is not None:
+            from ..jit.backends.cpu.toolchain import CompilerUnavailable  # noqa: PLC0415 - kiln.jit imports kiln.optim
+
+            raise CompilerUnavailable(f"{name}(fused=True) needs a working C compiler, but {problem}; install "
+                                      "gcc or clang (or set $CC), or pass fused=None to update in NumPy")
+
+    def _uses_native(self, group: dict[str, Any]) -> bool:
+        """Whether this eager step updates `group` through the native kernel (see the module doc)."""
+        fused = dict.get(group, "fused")
+        if fused is False or (fused is None and dict.get(group, "foreach") is False):
+            return False
+        if not has_native_update(self):
+            return False
+        if compiler_problem() is None:
+            return True
+        if fused:
+            self._validate_fused(group)  # raises CompilerUnavailable, naming the fix
+        return False
 
     # ---- gradients and steps ------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -143,12 +190,25 @@ class Optimizer:
             if tracer is None:
                 with np.errstate(all="ignore"):  # inf/NaN gradients give inf/NaN quietly, as in PyTorch
                     for group in self.param_groups:
-                        self._update_group(group)
+                        self._eager_update_group(group)
             else:
                 tracer.on_optimizer(self)
                 for group in self.param_groups:
                     self._traced_update_group(group)
         return loss
+
+    def _eager_update_group(self, group: dict[str, Any]) -> None:
+        """Update `group` through the native kernel where it can, and `_update_group` for the rest."""
+        if not self._uses_native(group):
+            self._update_group(group)
+            return
+        rest = native_update_group(self, group)
+        if rest is None:
+            self._update_group(group)
+        elif rest:
+            subgroup = dict(group)
+            subgroup["params"] = rest
+            self._update_group(subgroup)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         """Apply one update to the parameters of `group` that have a gradient."""

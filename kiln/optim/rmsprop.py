@@ -8,8 +8,47 @@ import numpy as np
 from ..tensor import Tensor
 from ..functional.math import sqrt
 from . import traced_math as traced
+from .native_kernel import NativeRule, lerp_weight
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import advance_step, decayed_grad, lerp_, step_state, zeros_state
+
+# `RMSprop._update_group` for one element, in the same operations (see kiln.optim.native_kernel).
+_NATIVE_RULE = NativeRule(
+    name="rmsprop",
+    states=("v", ("buf", "MOMENTUM"), ("gavg", "CENTERED")),
+    group_scalars=("wd", "one_minus_alpha", "alpha", "w", "eps", "momentum", "neg_lr"),
+    param_scalars=(),
+    switches=("MAXIMIZE", "DECAY", "CENTERED", "MOMENTUM", "LERP_LOW"),
+    body="""
+        const T d = DECAYED_GRAD(p[i], g[i]);
+        T t = d * one_minus_alpha;
+        t = t * d;
+        T vv = v[i] * alpha;
+        vv = vv + t;
+        v[i] = vv;
+        T avg;
+        if (CENTERED) {
+            const T av = LERP(gavg[i], d, w);
+            gavg[i] = av;
+            avg = av * av;
+            avg = vv - avg;
+            avg = SQRT(avg);
+        } else {
+            avg = SQRT(vv);
+        }
+        avg = avg + eps;
+        if (MOMENTUM) {
+            T b = buf[i] * momentum;
+            b = b + d / avg;
+            buf[i] = b;
+            p[i] = p[i] + b * neg_lr;
+        } else {
+            T up = d * neg_lr;
+            up = up / avg;
+            p[i] = p[i] + up;
+        }
+    """,
+)
 
 
 class RMSprop(Optimizer):
@@ -28,10 +67,12 @@ class RMSprop(Optimizer):
 
     def __init__(self, params: ParamsT, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
-                 maximize: bool = False):
+                 maximize: bool = False, foreach: bool | None = None, fused: bool | None = None):
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                        centered=centered, maximize=maximize)
+                        centered=centered, maximize=maximize, foreach=foreach, fused=fused)
         super().__init__(params, defaults)
+
+    _native_rule = _NATIVE_RULE
 
     def _validate_group(self, group: dict[str, Any]) -> None:
         super()._validate_group(group)
@@ -87,6 +128,29 @@ class RMSprop(Optimizer):
                 update /= avg
                 data += update
             p._bump_version()
+
+    def _native_spec(self, group: dict[str, Any]) -> tuple[tuple[bool, ...], tuple[float, ...]]:
+        """Switches and group scalars of the native kernel, computed as `_update_group` computes them."""
+        alpha, weight_decay, momentum = group["alpha"], group["weight_decay"], group["momentum"]
+        low, w = lerp_weight(1.0 - alpha)
+        switches = (bool(group["maximize"]), weight_decay != 0, bool(group["centered"]), momentum > 0, low)
+        return switches, (weight_decay, 1.0 - alpha, alpha, w, group["eps"], momentum, -group["lr"])
+
+    def _native_state(self, group: dict[str, Any], p: Tensor) -> tuple[list[Tensor], bool]:
+        param_state = self.state[p]
+        momentum, centered = group["momentum"], group["centered"]
+        if not param_state:
+            _init_state(param_state, p, momentum, centered)
+        tensors = [param_state["square_avg"]]
+        if momentum > 0:
+            tensors.append(param_state["momentum_buffer"])
+        if centered:
+            tensors.append(param_state["grad_avg"])
+        return tensors, False
+
+    def _native_param_scalars(self, group: dict[str, Any], p: Tensor) -> tuple[float, ...]:
+        advance_step(self.state[p]["step"])
+        return ()
 
     def _traced_update_group(self, group: dict[str, Any]) -> None:
         """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""

@@ -7,8 +7,30 @@ import numpy as np
 
 from ..tensor import Tensor
 from . import traced_math as traced
+from .native_kernel import NativeRule
 from .optimizer import Optimizer, ParamsT, _check_nonnegative
 from .update_math import decayed_grad
+
+# `SGD._update_group` for one element, in the same operations (see kiln.optim.native_kernel).
+_NATIVE_RULE = NativeRule(
+    name="sgd",
+    states=(("buf", "MOMENTUM"),),
+    group_scalars=("wd", "momentum", "keep", "neg_lr"),
+    param_scalars=(),
+    switches=("MAXIMIZE", "DECAY", "MOMENTUM", "DAMPEN", "NESTEROV"),
+    first_step=True,
+    body="""
+        const T d = DECAYED_GRAD(p[i], g[i]);
+        T dir = d;
+        if (MOMENTUM) {
+            T b;
+            if (FIRST) { b = d; } else { b = buf[i] * momentum; b = b + (DAMPEN ? d * keep : d); }
+            buf[i] = b;
+            if (NESTEROV) { dir = b * momentum; dir = dir + d; } else { dir = b; }
+        }
+        p[i] = p[i] + dir * neg_lr;
+    """,
+)
 
 
 class SGD(Optimizer):
@@ -23,10 +45,13 @@ class SGD(Optimizer):
     >>> opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
     """
 
+    _native_rule = _NATIVE_RULE
+
     def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False):
+                 weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, fused: bool | None = None):
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                        nesterov=nesterov, maximize=maximize)
+                        nesterov=nesterov, maximize=maximize, foreach=foreach, fused=fused)
         super().__init__(params, defaults)
 
     def _validate_group(self, group: dict[str, Any]) -> None:
@@ -87,6 +112,28 @@ class SGD(Optimizer):
                     buf.add_(grad * keep if keep != 1.0 else grad)
                 direction = buf * momentum + grad if nesterov else buf
             p.add_(direction * neg_lr)
+
+    def _native_spec(self, group: dict[str, Any]) -> tuple[tuple[bool, ...], tuple[float, ...]]:
+        """Switches and group scalars of the native kernel, computed as `_update_group` computes them."""
+        momentum, weight_decay = group["momentum"], group["weight_decay"]
+        keep = 1.0 - group["dampening"]
+        switches = (bool(group["maximize"]), weight_decay != 0, momentum != 0, keep != 1.0,
+                    bool(group["nesterov"]))
+        return switches, (weight_decay, momentum, keep, -group["lr"])
+
+    def _native_state(self, group: dict[str, Any], p: Tensor) -> tuple[list[Tensor], bool]:
+        """The momentum buffer (new and uninitialized on the first step: the kernel copies the gradient in)."""
+        if group["momentum"] == 0:
+            return [], False
+        param_state = self.state[p]
+        buf = param_state.get("momentum_buffer")
+        if buf is None:
+            buf = param_state["momentum_buffer"] = Tensor._wrap(np.empty_like(p._data), p._device)
+            return [buf], True
+        return [buf], False
+
+    def _native_param_scalars(self, group: dict[str, Any], p: Tensor) -> tuple[float, ...]:
+        return ()
 
     @staticmethod
     def _momentum_buffer(param_state: dict[str, Any], p: Tensor, grad: np.ndarray, momentum: float,
