@@ -115,13 +115,13 @@ def native_update_group(opt: Optimizer, group: dict[str, Any]) -> list[Tensor] |
             rest.append(p)  # the gradient overlaps the parameter: NumPy's passes give the answer
             continue
         tensors, first = opt._native_state(group, p)
-        if not all(_same_layout(t, data) for t in tensors):
+        state_at = [address(t._data) for t in tensors if _same_layout(t, data)]
+        if len(state_at) != len(tensors):
             rest.append(p)
             continue
         batch.addresses.append(p_at)
         batch.addresses.append(g_at)
-        for t in tensors:
-            batch.addresses.append(address(t._data))
+        batch.addresses.extend(state_at)
         batch.sizes.append(data.size)
         batch.scalars.extend(opt._native_param_scalars(group, p))
         batch.first.append(1 if first else 0)
