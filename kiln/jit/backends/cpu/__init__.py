@@ -1,26 +1,36 @@
-"""The CPU backend: the interpreter's Plan with reductions and elementwise chains fused into generated C.
+"""The CPU backend: plans run as calls into generated C, with NumPy for what C does not do.
 
-`lower(graph)` first finds row groups (rows.py: a sum or max over trailing axes with the
-elementwise prologue and epilogue around it, rendered by rowcode.py as one C function
-looping over rows), then elementwise fusion groups in what is left (fusion.py, rendered
-by codegen.py as one C loop), compiles each with the system compiler (toolchain.py,
-cached on disk) and replaces each group by a single node. Without a working compiler
-(none, failing, silent, misconfigured or hanging) it warns once and lowers exactly like
-`interpret`.
+`lower(graph)` fuses row groups (rows.py: a sum or max over trailing axes with the
+elementwise prologue and epilogue around it, rendered by rowcode.py) and elementwise
+groups (fusion.py, rendered by codegen.py) into single nodes (fusing.py), then hands the
+graph to the native runtime (runtime.py): runs of nodes C can do (those kernels, matmuls
+through NumPy's own BLAS, leading-axis sums, fills, and views read through strides)
+become one generated C function each, called once per replay, with intermediates in a
+per-thread arena. The other nodes run their NumPy kernels between those calls.
+
+Symbolic (dynamic_dims) shapes, and graphs with no native node, get the Python replay
+(`python_plan`): the interpreter's Plan with large groups compiled one library each. It
+is also the reference a native plan falls back to. Without a working compiler (none,
+failing, silent, misconfigured or hanging) the backend warns once and lowers exactly
+like `interpret`. Everything compiled is cached on disk (toolchain.py).
 """
 from __future__ import annotations
 
-import heapq
+import os
 import warnings
 
-from ...ir import Graph, Node, Value
+from ...ir import Graph
 from ..interpret import Plan
-from .codegen import FusedElementwise
-from .fusion import find_groups
-from .rowcode import RowKernel, Unpack
-from .rows import find_row_groups
 from . import toolchain
+from .codegen import FusedElementwise
+from .fusing import fuse, fuse_elementwise, fuse_rows
+from .rowcode import RowKernel
+from .runtime import NativePlan, plan_for
 from .toolchain import CompilerUnavailable
+from ...symbolic import is_symbolic
+
+# $KILN_NATIVE=0 (or setting this False): every plan replays in Python, as before the native runtime
+NATIVE_RUNTIME = os.environ.get("KILN_NATIVE", "1").strip() != "0"
 
 _warned = False  # the fallback warning is given once per process
 
@@ -32,97 +42,56 @@ def _reset_state() -> None:
     toolchain._reset_state()
 
 
-def fuse(graph: Graph) -> Graph:
-    """A copy of `graph` with row groups replaced by RowKernel nodes, then elementwise groups by
-    FusedElementwise nodes."""
-    return fuse_elementwise(fuse_rows(graph))
-
-
-def fuse_rows(graph: Graph) -> Graph:
-    """A copy of `graph` with each row group replaced by one RowKernel node.
-
-    A group with several outputs yields a tuple that `unpack[k]` nodes take apart. Members
-    the group keeps (rows.py) stay in the graph for their outside users. The nodes are then
-    put back in a topological order close to the original one.
-    """
-    groups = find_row_groups(graph)
-    if not groups:
-        return graph
-    pos = {id(n): i for i, n in enumerate(graph.nodes)}
-    replaced: set[int] = set()
-    units: list[tuple[int, list[Node]]] = []  # (position, nodes that must stay together in this order)
-    for group in groups:
-        kernel = RowKernel(group)
-        if len(group.outputs) == 1:
-            nodes = [Node(kernel, group.inputs, {}, group.outputs[0])]
-        else:
-            packed = Value((len(group.outputs),), group.outputs[0].dtype)
-            nodes = [Node(kernel, group.inputs, {}, packed)]
-            nodes += [Node(Unpack(k), [packed], {}, v) for k, v in enumerate(group.outputs)]
-        units.append((max(pos[id(n)] for n in group.nodes), nodes))
-        replaced.update(id(n) for n in group.nodes if id(n) not in group.kept)
-    units += [(pos[id(n)], [n]) for n in graph.nodes if id(n) not in replaced]
-    out = graph.copy()
-    out.nodes = _topological(units)
-    return out
-
-
-def _topological(units: list[tuple[int, list[Node]]]) -> list[Node]:
-    """The units' nodes in dependency order, each unit contiguous, ties broken by position."""
-    made_by = {n.out.id: k for k, (_, nodes) in enumerate(units) for n in nodes}
-    waits: list[set[int]] = []
-    feeds: dict[int, list[int]] = {}
-    for k, (_, nodes) in enumerate(units):
-        inside = {n.out.id for n in nodes}
-        deps = {made_by[v.id] for n in nodes for v in n.inputs if v.id in made_by and v.id not in inside}
-        waits.append(deps)
-        for d in deps:
-            feeds.setdefault(d, []).append(k)
-    ready = [(units[k][0], k) for k in range(len(units)) if not waits[k]]
-    heapq.heapify(ready)
-    order: list[Node] = []
-    while ready:
-        _, k = heapq.heappop(ready)
-        order += units[k][1]
-        for user in feeds.get(k, []):
-            waits[user].discard(k)
-            if not waits[user]:
-                heapq.heappush(ready, (units[user][0], user))
-    if len(order) != sum(len(nodes) for _, nodes in units):
-        raise AssertionError("row fusion made a cycle: a row group is not convex")
-    return order
-
-
-def fuse_elementwise(graph: Graph) -> Graph:
-    """A copy of `graph` with each elementwise fusion group replaced by one FusedElementwise node."""
-    groups = find_groups(graph)
-    if not groups:
-        return graph
-    fused_at: dict[int, Node] = {}
-    members: set[int] = set()
-    for group in groups:
-        fused_at[id(group.root)] = Node(FusedElementwise(group), group.inputs, {}, group.root.out)
-        members.update(id(n) for n in group.nodes)
-    out = graph.copy()
-    out.nodes = [fused_at.get(id(n), n) for n in graph.nodes if id(n) not in members or id(n) in fused_at]
-    return out
-
-
 def available() -> bool:
     """Whether a C compiler actually builds libraries here (probed once per process)."""
     return toolchain.compiler_problem() is None
 
 
-def lower(graph: Graph) -> Plan:
-    """graph -> Plan with fused C kernels (falls back to the interpreter without a compiler)."""
-    global _warned
+def lower(graph: Graph) -> Plan | NativePlan:
+    """graph -> a native plan (runtime.py) where any node runs natively, else the Python replay with
+    fused kernels (`python_plan`); without a compiler, the interpreter (one warning per process)."""
+    if NATIVE_RUNTIME and not any(is_symbolic(tuple(v.shape)) for v in _values(graph)):
+        try:
+            plan = plan_for(graph, lambda: python_plan(graph))
+        except CompilerUnavailable as exc:
+            _warn(exc)
+            return _interpreted(graph)
+        if plan is not None:
+            return plan
+    return python_plan(graph)
+
+
+def python_plan(graph: Graph) -> Plan:
+    """The Python replay of `graph` with its large groups fused into C kernels, built now (the
+    reference a native plan falls back to, and the plan for symbolic shapes)."""
     try:
-        plan = Plan(fuse(graph))
+        fused = fuse(graph)
+        for node in fused.nodes:
+            if isinstance(node.prim, (FusedElementwise, RowKernel)):
+                node.prim.fn  # noqa: B018 - build now, so a broken compiler shows here
+        plan = Plan(fused)
     except CompilerUnavailable as exc:
-        if not _warned:
-            _warned = True
-            warnings.warn(f"kiln: the CPU code generator is unavailable ({exc}); using the NumPy "
-                          "interpreter instead", RuntimeWarning, stacklevel=2)
-        plan = Plan(graph)
+        _warn(exc)
+        return _interpreted(graph)
     plan.backend = "cpu"
     return plan
+
+
+def _interpreted(graph: Graph) -> Plan:
+    plan = Plan(graph)
+    plan.backend = "cpu"
+    return plan
+
+
+def _warn(exc: Exception) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(f"kiln: the CPU code generator is unavailable ({exc}); using the NumPy "
+                      "interpreter instead", RuntimeWarning, stacklevel=3)
+
+
+def _values(graph: Graph):
+    yield from graph.inputs
+    for node in graph.nodes:
+        yield node.out

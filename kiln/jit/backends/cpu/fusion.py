@@ -83,8 +83,16 @@ class Group:
                     self.inputs.append(v)
 
 
-def find_groups(graph: Graph) -> list[Group]:
-    """Greedy grouping from the last node backwards; each node joins at most one group."""
+def find_groups(graph: Graph, min_elements: int | None = None, min_nodes: int | None = None) -> list[Group]:
+    """Greedy grouping from the last node backwards; each node joins at most one group.
+
+    `min_elements` and `min_nodes` default to MIN_ELEMENTS and MIN_NODES (read at call time). A
+    native plan (runtime.py) passes 1 for both, since inside one generated function even a
+    single small node costs nothing to call; a group never ends in an expand then (a broadcast
+    stays a view, read through strides).
+    """
+    min_elements = MIN_ELEMENTS if min_elements is None else min_elements
+    min_nodes = MIN_NODES if min_nodes is None else min_nodes
     users: dict[int, list[Node]] = {}
     for n in graph.nodes:
         for v in n.inputs:
@@ -95,7 +103,9 @@ def find_groups(graph: Graph) -> list[Group]:
     groups = []
     layouts = None
     for root in reversed(graph.nodes):
-        if id(root) in assigned or not _fusible(root) or math.prod(root.out.shape) < MIN_ELEMENTS:
+        if id(root) in assigned or not _fusible(root) or math.prod(root.out.shape) < min_elements:
+            continue
+        if min_nodes < MIN_NODES and root.prim.name == "expand":
             continue
         members = {id(root)}
         stack = [root]
@@ -111,7 +121,7 @@ def find_groups(graph: Graph) -> list[Group]:
                     continue
                 members.add(id(p))
                 stack.append(p)
-        if len(members) < MIN_NODES:
+        if len(members) < min_nodes:
             continue
         nodes = [n for n in graph.nodes if id(n) in members]
         group = Group(nodes)

@@ -195,7 +195,17 @@ class _Grower:
                 self.users.setdefault(v.id, []).append(n)
         self.external = {v.id for v in graph.outputs} | {w.value.id for w in graph.state_writes}
         self.assigned = assigned
+        self.formed: dict[int, list[Node]] = {}  # id(member of an earlier group) -> that group's nodes
+        self.formed_span = (len(graph.nodes), -1)  # first and last position of any earlier group's member
         self.layouts = eager_layouts(graph)
+
+    def form(self, group: "RowGroup") -> None:
+        """Record a finished group: later groups see it as one node (it will run as one)."""
+        for n in group.nodes:
+            self.formed[id(n)] = group.nodes
+        first, last = self.formed_span
+        spots = [self.pos[id(n)] for n in group.nodes]
+        self.formed_span = (min(first, *spots), max(last, *spots))
 
     # ---- legality -------------------------------------------------------------------------
     def _value_fits(self, v: Value, consumer_level: str, out_shape: tuple, space: Space,
@@ -253,7 +263,15 @@ class _Grower:
         return lvl
 
     def _reaches(self, starts: Iterable[Node], members: dict[int, str], forward: bool, bound: int) -> bool:
-        """Whether a path from `starts` through non-members reaches a member (within `bound`)."""
+        """Whether a path from `starts` through non-members reaches a member (within `bound`).
+
+        An earlier group counts as one node: reaching one of its members reaches the users
+        (forward) or producers (backward) of all of them, since it will run as one node; two
+        groups that are each convex could otherwise still wait on each other. Such a jump can
+        lead back into range, so a node past `bound` is cut off only when it is also past every
+        earlier group's members.
+        """
+        first, last = self.formed_span
         stack = list(starts)
         seen: set[int] = set()
         while stack:
@@ -263,23 +281,33 @@ class _Grower:
             seen.add(id(n))
             if id(n) in members:
                 return True
+            group = self.formed.get(id(n))
+            around = group if group is not None else [n]
             if forward:
-                if self.pos[id(n)] > bound:
+                if self.pos[id(n)] > max(bound, last):
                     continue
-                stack.extend(self.users.get(n.out.id, []))
+                for m in around:
+                    stack.extend(self.users.get(m.out.id, []))
             else:
-                if self.pos[id(n)] < bound:
+                if self.pos[id(n)] < min(bound, first):
                     continue
-                stack.extend(p for p in (self.producer.get(v.id) for v in n.inputs) if p is not None)
+                for m in around:
+                    stack.extend(p for p in (self.producer.get(v.id) for v in m.inputs) if p is not None)
         return False
 
     def _convex_with(self, node: Node, members: dict[int, str], backward: bool) -> bool:
-        if backward:  # a producer: none of its other users may lead back into the group
-            outside = [u for u in self.users.get(node.out.id, []) if id(u) not in members]
-            return not self._reaches(outside, members, True, max(self.pos[id(m)] for m in self._nodes(members)))
-        outside = [p for p in (self.producer.get(v.id) for v in node.inputs)
-                   if p is not None and id(p) not in members]
-        return not self._reaches(outside, members, False, min(self.pos[id(m)] for m in self._nodes(members)))
+        """Whether the group stays convex with `node` added: no path leaves `node` and comes back
+        into the group, and none leaves the group and arrives at `node`.
+
+        For a producer (`backward`) only the first kind can exist in the graph itself, for a
+        consumer only the second, but through an earlier group (one node, see _reaches) both can.
+        """
+        nodes = self._nodes(members)
+        users = [u for u in self.users.get(node.out.id, []) if id(u) not in members]
+        if self._reaches(users, members, True, max(self.pos[id(m)] for m in nodes)):
+            return False
+        producers = [p for p in (self.producer.get(v.id) for v in node.inputs) if p is not None and id(p) not in members]
+        return not self._reaches(producers, members, False, min(self.pos[id(m)] for m in nodes))
 
     def _nodes(self, members: dict[int, str]) -> list[Node]:
         return [self.graph.nodes[self.pos[k]] for k in members]
@@ -309,7 +337,8 @@ class _Grower:
                         changed = True
         return members
 
-    def finish(self, members: dict[int, str], space: Space) -> RowGroup | None:
+    def finish(self, members: dict[int, str], space: Space, min_elements: int | None = None,
+               min_nodes: int = MIN_NODES) -> RowGroup | None:
         """Decide outputs and kept originals, prune members nobody needs, build the group."""
         while members:
             nodes = sorted(self._nodes(members), key=lambda n: self.pos[id(n)])
@@ -320,9 +349,9 @@ class _Grower:
                 break
             for k in dead:
                 del members[k]
-        if not members or not any(lvl == "reduce" for lvl in members.values()) or len(members) < MIN_NODES:
+        if not members or not any(lvl == "reduce" for lvl in members.values()) or len(members) < min_nodes:
             return None
-        if math.prod(space.shape) < fusion.MIN_ELEMENTS:
+        if math.prod(space.shape) < (fusion.MIN_ELEMENTS if min_elements is None else min_elements):
             return None
         outputs = [n.out for n in nodes if n.out.id in out_ids]
         group = RowGroup(space, nodes, dict(members), outputs, kept)
@@ -358,8 +387,13 @@ class _Grower:
         return out_ids, kept
 
 
-def find_row_groups(graph: Graph) -> list[RowGroup]:
-    """Row groups over `graph`, seeded at its eligible reductions from the last one back."""
+def find_row_groups(graph: Graph, min_elements: int | None = None, min_nodes: int = MIN_NODES) -> list[RowGroup]:
+    """Row groups over `graph`, seeded at its eligible reductions from the last one back.
+
+    `min_elements` defaults to fusion.MIN_ELEMENTS (read at call time); a native plan passes 1
+    for both limits (a lone reduction is then a row kernel too).
+    """
+    limit = fusion.MIN_ELEMENTS if min_elements is None else min_elements
     assigned: set[int] = set()
     grower = _Grower(graph, assigned)
     groups = []
@@ -367,14 +401,15 @@ def find_row_groups(graph: Graph) -> list[RowGroup]:
         if id(node) in assigned:
             continue
         space = reduction_space(node)
-        if space is None or math.prod(space.shape) < fusion.MIN_ELEMENTS:
+        if space is None or math.prod(space.shape) < limit:
             continue
         if grower._fits(node, space, {}) is None:
             continue
         members = grower.grow(node, space)
-        group = grower.finish(members, space)
+        group = grower.finish(members, space, limit, min_nodes)
         if group is None:
             continue
         assigned.update(id(n) for n in group.nodes)
+        grower.form(group)
         groups.append(group)
     return groups

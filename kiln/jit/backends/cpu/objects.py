@@ -1,0 +1,152 @@
+"""Where CPython keeps a tuple's items and NumPy an array's data, so generated C reads them directly.
+
+A plan's native segment takes its arrays as one tuple and checks and unpacks them in C:
+asking NumPy for each data pointer from Python (``a.ctypes.data``) costs about a
+microsecond per array, more than the rest of a small call. The C side reads
+``PyTupleObject.ob_item`` and the fields of NumPy's ``PyArrayObject`` (data, nd,
+dimensions, descr, flags: NumPy's documented struct, laid out the same since NumPy 1.7
+and in NumPy 2) at byte offsets that this module finds and verifies once per process by
+reading real objects through ctypes. When anything does not match (another Python
+implementation, a free-threaded build with a different object header), `object_layout`
+returns None with the reason, and the backend keeps its Python replay.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+C_CONTIGUOUS, ALIGNED = 0x0001, 0x0100  # NumPy's NPY_ARRAY_* flag bits
+
+_lock = threading.Lock()
+_probed: list = []  # [(ObjectLayout | None, reason)]
+
+
+@dataclass(frozen=True)
+class ObjectLayout:
+    """Byte offsets of the fields generated code reads (see the module docstring)."""
+
+    ob_type: int
+    tuple_items: int
+    array_data: int
+    array_nd: int
+    array_dims: int
+    array_strides: int
+    array_descr: int
+    array_flags: int
+
+    def defines(self) -> str:
+        """The offsets as C macros."""
+        return "\n".join(f"#define KILN_OFF_{name.upper()} {value}" for name, value in vars(self).items()) + "\n"
+
+
+def _ptr(address: int) -> int:
+    return ctypes.c_void_p.from_address(address).value or 0
+
+
+def _int(address: int) -> int:
+    return ctypes.c_int.from_address(address).value
+
+
+def _guess() -> ObjectLayout:
+    head = object.__basicsize__  # PyObject_HEAD; ob_type is its last field
+    return ObjectLayout(ob_type=head - ctypes.sizeof(ctypes.c_void_p), tuple_items=tuple.__basicsize__,
+                        array_data=head, array_nd=head + 8, array_dims=head + 16, array_strides=head + 24,
+                        array_descr=head + 40,
+                        array_flags=head + 48)
+
+
+def _verify(layout: ObjectLayout) -> str | None:
+    """Why `layout` does not describe this process's objects, or None when it does."""
+    if sys.implementation.name != "cpython":
+        return f"{sys.implementation.name} is not CPython"
+    if ctypes.sizeof(ctypes.c_void_p) != 8 or np.dtype(np.intp).itemsize != 8:
+        return "not a 64-bit build"
+    if tuple.__itemsize__ != ctypes.sizeof(ctypes.c_void_p):
+        return "unexpected tuple item size"
+    base = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    samples = [base, base[1:, ::2], base.T, np.zeros((), np.float32), np.ones((0, 3), bool),
+               np.empty(7, np.int64), np.asfortranarray(base[0])]
+    items = tuple(samples)
+    for k, a in enumerate(samples):
+        if _ptr(id(items) + layout.tuple_items + 8 * k) != id(a):
+            return "tuple items are not where expected"
+        if _ptr(id(a) + layout.ob_type) != id(np.ndarray):
+            return "ob_type is not where expected"
+        if _ptr(id(a) + layout.array_data) != a.ctypes.data:
+            return "the array data pointer is not where expected"
+        if _int(id(a) + layout.array_nd) != a.ndim:
+            return "the array rank is not where expected"
+        dims = _ptr(id(a) + layout.array_dims)
+        if a.ndim and tuple(ctypes.c_longlong.from_address(dims + 8 * i).value for i in range(a.ndim)) != a.shape:
+            return "the array dimensions are not where expected"
+        strides = _ptr(id(a) + layout.array_strides)
+        if a.ndim and tuple(ctypes.c_longlong.from_address(strides + 8 * i).value
+                            for i in range(a.ndim)) != a.strides:
+            return "the array strides are not where expected"
+        if _ptr(id(a) + layout.array_descr) != id(a.dtype):
+            return "the array descr is not where expected"
+        flags = _int(id(a) + layout.array_flags)
+        if bool(flags & C_CONTIGUOUS) != a.flags.c_contiguous or bool(flags & ALIGNED) != a.flags.aligned:
+            return "the array flags are not where expected"
+    return None
+
+
+def object_layout() -> ObjectLayout | None:
+    """The verified offsets for this process, or None (see `layout_problem`)."""
+    return _probe()[0]
+
+
+def layout_problem() -> str | None:
+    """Why generated code cannot read Python objects here, or None when it can."""
+    return _probe()[1]
+
+
+def _probe() -> tuple:
+    with _lock:
+        if not _probed:
+            layout = _guess()
+            try:
+                problem = _verify(layout)
+            except (ValueError, OSError) as exc:  # an unreadable address: the guess is wrong
+                problem = f"probing objects failed ({exc})"
+            _probed.append((None, problem) if problem else (layout, None))
+        return _probed[0]
+
+
+C_READERS = r"""
+/* Reading the plan's argument tuple: item k must be an aligned ndarray with the given descr
+   (dtype) and dims, C-contiguous (strides NULL) or with the given byte strides (dims of size 1
+   excepted), else NULL (the caller then takes the Python path). */
+#define KILN_FIELD(obj, off, T) (*(T const *)((const char *)(obj) + (off)))
+static const void *kiln_ndarray_type;
+static const void *kiln_descr[4];
+static inline char *kiln_arg(const void *args, long long k, int dtype, int nd, const long long *dims,
+                             const long long *strides) {
+    const void *obj = ((const void *const *)((const char *)args + KILN_OFF_TUPLE_ITEMS))[k];
+    if (KILN_FIELD(obj, KILN_OFF_OB_TYPE, const void *) != kiln_ndarray_type) return 0;
+    if (KILN_FIELD(obj, KILN_OFF_ARRAY_DESCR, const void *) != kiln_descr[dtype]) return 0;
+    int flags = KILN_FIELD(obj, KILN_OFF_ARRAY_FLAGS, int);
+    if (!(flags & 0x100) || (!strides && !(flags & 0x1))) return 0;
+    if (KILN_FIELD(obj, KILN_OFF_ARRAY_ND, int) != nd) return 0;
+    const long long *have = KILN_FIELD(obj, KILN_OFF_ARRAY_DIMS, const long long *);
+    for (int i = 0; i < nd; i++)
+        if (have[i] != dims[i]) return 0;
+    if (strides) {
+        const long long *steps = KILN_FIELD(obj, KILN_OFF_ARRAY_STRIDES, const long long *);
+        for (int i = 0; i < nd; i++)
+            if (dims[i] != 1 && steps[i] != strides[i]) return 0;
+    }
+    return KILN_FIELD(obj, KILN_OFF_ARRAY_DATA, char *);
+}
+"""
+
+DESCR_DTYPES = ("float32", "float64", "bool", "int64")  # kiln_descr[] order
+
+
+def descr_table() -> list[int]:
+    """Addresses of NumPy's ndarray type and of the dtype objects in DESCR_DTYPES order."""
+    return [id(np.ndarray)] + [id(np.dtype(name)) for name in DESCR_DTYPES]

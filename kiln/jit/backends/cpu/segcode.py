@@ -1,0 +1,218 @@
+"""The C source of a native plan: one function per segment, running its kernels and GEMMs in order.
+
+A segment function ``long long kiln_segment_K(const void *args, char *arena)`` takes the
+tuple of arrays Python holds for it (graph inputs, NumPy results, fresh outputs; see
+objects.py) and the calling thread's arena. It first checks each array (exact ndarray,
+dtype, rank, dims, C-contiguous and aligned) and returns 1 at the first that does not
+fit, then runs its nodes in schedule order:
+
+* an elementwise group: its loop (codegen.py) as a static function, called with
+  pointers into the buffers (a view is its buffer plus an offset, read with its strides);
+* a row kernel (rowcode.py): likewise; a nonzero return (a row whose maximum is a zero
+  of both signs) makes the segment return 2 + the kernel's number in the plan;
+* a matmul: NumPy's BLAS call (gemm.py), one per batch index;
+* a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
+  (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``);
+* ``full``: a fill loop.
+
+Constants (literal graph inputs, fill values) are written into the source by their bits,
+so NaN payloads and -0.0 survive. ``kiln_setup`` binds NumPy's BLAS and the type objects
+the argument checks compare with; the runtime calls it once per loaded library.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import Node, Value
+from .codegen import C_TYPES, PRELUDE, render_function
+from .gemm import blas_prelude, render_matmul
+from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
+from .rowcode import ROW_PRELUDE, RowKernel, render_rows_function
+from .segment import Analysis, colsum_rows, literal_array, needs_sequential
+
+SETUP = "kiln_setup"
+_BITS = {1: ("unsigned char", ""), 4: ("unsigned int", "u"), 8: ("unsigned long long", "ull")}
+_GCC_ONLY = "#if defined(__GNUC__) && !defined(__clang__)"
+
+
+def constant(name: str, array: np.ndarray) -> str:
+    """A static C array `name` holding `array`'s elements bit for bit, read as ``name.v``."""
+    array = np.ascontiguousarray(array)
+    ctype = C_TYPES[array.dtype.name]
+    bits_type, suffix = _BITS[array.dtype.itemsize]
+    words = array.reshape(-1).view(f"u{array.dtype.itemsize}")
+    n = max(words.size, 1)
+    body = ", ".join(f"0x{int(w):x}{suffix}" for w in words) or "0"
+    return f"static const union {{ {bits_type} u[{n}]; {ctype} v[{n}]; }} {name} = {{{{{body}}}}};"
+
+
+class _Segment:
+    """The C of one segment: argument checks, then each node's code."""
+
+    def __init__(self, a: Analysis, index: int, nodes: list[Node], functions: dict[int, str],
+                 row_codes: dict[int, int]):
+        self.a = a
+        self.row_codes = row_codes  # id(row kernel node) -> the code the segment returns when it cannot decide
+        self.index = index
+        self.nodes = nodes
+        self.functions = functions  # id(node) -> name of its static function
+        self.args: list[int] = []  # owning value ids of the arrays in the argument tuple, in order
+        for node in nodes:
+            for v in self._touched(node):
+                key = a.root[v.id]
+                if a.buffers[key].kind in ("input", "python", "fresh") and key not in self.args:
+                    self.args.append(key)
+
+    def _touched(self, node: Node) -> list[Value]:
+        if isinstance(node.prim, RowKernel):
+            return [*node.prim.group.inputs, *node.prim.group.outputs]
+        return [*node.inputs, node.out]
+
+    def pointer(self, v: Value) -> str:
+        """A C expression for the first element of `v` (its buffer plus its view's offset)."""
+        a = self.a
+        key = a.root[v.id]
+        buf = a.buffers[key]
+        ctype = C_TYPES[v.dtype.name]
+        if buf.kind == "arena":
+            base = f"(({ctype} *)(arena + {buf.offset}))"
+        elif buf.kind == "literal":
+            base = f"kiln_lit{buf.index}.v"
+        else:
+            base = f"(({ctype} *)a{self.args.index(key)})"
+        offset = a.layout[v.id].offset
+        return base if offset == 0 else f"({base} + {offset})"
+
+    def render(self) -> str:
+        a = self.a
+        lines = [f"long long kiln_segment_{self.index}(const void *args, char *arena) {{", "    (void)arena;"]
+        for j, key in enumerate(self.args):
+            buf = a.buffers[key]
+            v = buf.value
+            dims = ", ".join(str(int(d)) for d in v.shape) or "0"
+            lines.append(f"    static const long long kiln_d{j}[] = {{{dims}}};")
+            strides = "0"
+            custom = a.input_layouts.get(buf.index) if buf.kind == "input" else None
+            if custom is not None:
+                steps = ", ".join(str(int(s) * v.dtype.np.itemsize) for s in custom.strides) or "0"
+                lines.append(f"    static const long long kiln_s{j}[] = {{{steps}}};")
+                strides = f"kiln_s{j}"
+            lines += [f"    char *a{j} = kiln_arg(args, {j}, {DESCR_DTYPES.index(v.dtype.name)}, {len(v.shape)}, "
+                      f"kiln_d{j}, {strides});",
+                      f"    if (!a{j}) return 1;"]
+        for node in self.nodes:
+            if a.kinds[id(node)] != "native":
+                continue
+            lines.append(f"    /* {_describe(node)} */")
+            lines += self._node(node)
+        lines += ["    return 0;", "}", ""]
+        return "\n".join(lines)
+
+    def _node(self, node: Node) -> list[str]:
+        a = self.a
+        prim = node.prim
+        if isinstance(prim, RowKernel):
+            space = prim.group.space
+            ptrs = [self.pointer(v) for v in (*prim.group.outputs, *prim.group.inputs)]
+            call = f"{self.functions[id(node)]}({space.outer}, {space.inner}, arena + {a.scratch_offset}, " \
+                   f"{', '.join(ptrs)})"
+            return [f"    if ({call}) return {self.row_codes[id(node)]};"]
+        if id(node) in a.forms:  # an elementwise group
+            split, _forms = a.forms[id(node)]
+            shape = tuple(node.out.shape)
+            outer, inner = math.prod(shape[:split]), math.prod(shape[split:])
+            ptrs = [self.pointer(node.out), *[self.pointer(v) for v in node.inputs]]
+            return [f"    {self.functions[id(node)]}({outer}, {inner}, {', '.join(ptrs)});"]
+        name = prim.name
+        if name == "matmul":
+            x, y = node.inputs
+            lx, ly = a.layout[x.id], a.layout[y.id]
+            return render_matmul(C_TYPES[x.dtype.name], self.pointer(node.out), self.pointer(x), self.pointer(y),
+                                 tuple(node.out.shape), lx.shape, lx.strides, ly.shape, ly.strides)
+        if name == "sum":
+            return self._colsum(node)
+        if name == "full":
+            n = math.prod(node.out.shape)
+            return [f"    for (long long i = 0; i < {n}; i++) {self.pointer(node.out)}[i] = "
+                    f"kiln_fill{self.functions[id(node)]}.v[0];"]
+        raise AssertionError(f"no code for native node {name}")
+
+    def _colsum(self, node: Node) -> list[str]:
+        rows, cols = colsum_rows(node)  # type: ignore[misc]
+        ctype = C_TYPES[node.out.dtype.name]
+        x, o = self.pointer(node.inputs[0]), self.pointer(node.out)
+        first = f"x[j]" if needs_sequential(node) else f"({ctype})0 + x[j]"
+        if rows == 0:
+            first = f"({ctype})0"
+        return ["    {",
+                f"        const {ctype} *restrict x = {x};",
+                f"        {ctype} *restrict o = {o};",
+                f"        for (long long j = 0; j < {cols}; j++) o[j] = {first};",
+                f"        for (long long r = 1; r < {rows}; r++)",
+                f"            for (long long j = 0; j < {cols}; j++) o[j] = o[j] + x[r * {cols} + j];",
+                "    }"]
+
+
+def _describe(node: Node) -> str:
+    outs = f"{node.out.type_str()}" if hasattr(node.out, "type_str") else ""
+    return f"{outs} = {node.prim.name}".replace("*/", "* /")
+
+
+def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tuple[str, list[list[int]], list[Node]]:
+    """(C source of the whole plan, each segment's argument owners in tuple order, the row-kernel nodes:
+    a segment returns 2 + k when row kernel k meets a row it cannot decide, 1 when an argument does not fit)."""
+    units = [nodes for kind, nodes in a.units() if kind == "segment"]
+    functions: dict[int, str] = {}
+    rows_fns, elem_fns, consts = [], [], []
+    uses_blas = False
+    for s, nodes in enumerate(units):
+        for k, node in enumerate(nodes):
+            if a.kinds[id(node)] != "native":
+                continue
+            tag = f"{s}_{k}"
+            if isinstance(node.prim, RowKernel):
+                functions[id(node)] = f"kiln_rows_{tag}"
+                rows_fns.append(render_rows_function(node.prim.group, functions[id(node)]))
+            elif id(node) in a.forms:
+                functions[id(node)] = f"kiln_loop_{tag}"
+                elem_fns.append(render_function(node.prim.group, list(a.forms[id(node)][1]), functions[id(node)],
+                                                "static"))
+            elif node.prim.name == "full":
+                functions[id(node)] = tag
+                value = np.full((), node.params["value"], dtype=node.out.dtype.np)
+                consts.append(constant(f"kiln_fill{tag}", value))
+            elif node.prim.name == "matmul":
+                uses_blas = True
+    for i, buf in sorted((b.index, b) for b in a.buffers.values() if b.kind == "literal"):
+        if any(a.root.get(v.id) == buf.value.id for nodes in units for n in nodes for v in _inputs(n)):
+            consts.append(constant(f"kiln_lit{i}", literal_array(a.graph, i)))
+    row_nodes = [n for nodes in units for n in nodes if isinstance(n.prim, RowKernel) and a.kinds[id(n)] == "native"]
+    row_codes = {id(n): 2 + k for k, n in enumerate(row_nodes)}
+    segments = [_Segment(a, s, nodes, functions, row_codes) for s, nodes in enumerate(units)]
+    if uses_blas and blas_int is None:
+        raise AssertionError("a native matmul without NumPy's BLAS")
+    parts = [f"/* generated by kiln: a native plan of {len(segments)} segment(s) */", PRELUDE,
+             "#include <stddef.h>", layout.defines(), C_READERS]
+    if uses_blas:
+        parts.append(blas_prelude(blas_int))  # type: ignore[arg-type]
+    if rows_fns:
+        parts += [_GCC_ONLY, "#pragma GCC push_options", "#endif", ROW_PRELUDE, *rows_fns,
+                  _GCC_ONLY, "#pragma GCC pop_options", "#endif"]
+    parts += elem_fns + consts + [seg.render() for seg in segments]
+    parts.append("\n".join([
+        f"void {SETUP}(void *const *blas, void *const *types) {{",
+        "    kiln_ndarray_type = types[0];",
+        *[f"    kiln_descr[{k}] = types[{k + 1}];" for k in range(len(DESCR_DTYPES))],
+        "    (void)blas;" if not uses_blas else "    kiln_bind_blas(blas);",
+        "}",
+        "",
+    ]))
+    return "\n".join(parts), [seg.args for seg in segments], row_nodes
+
+
+def _inputs(node: Node) -> list[Value]:
+    if isinstance(node.prim, RowKernel):
+        return list(node.prim.group.inputs)
+    return list(node.inputs)

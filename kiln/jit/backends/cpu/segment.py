@@ -1,0 +1,348 @@
+"""Native segments: which nodes of a plan generated C runs, where every value lives, and the schedule.
+
+`analyze(graph, specs)` takes a fused graph (row kernels and elementwise groups already
+formed, see runtime.py) and decides per node:
+
+* ``native``: a compute node generated C runs: an elementwise group, a row kernel, a
+  matmul (gemm.py: NumPy's own BLAS call), a sum over leading axes, or ``full``;
+* ``view``: a reshape, permute, expand, slice or detach whose result is its input's
+  memory read with static strides (views.py), and ``unpack``: one output of a native row
+  kernel. These cost nothing and do not end a segment;
+* ``python``: everything else, run by its primitive's NumPy kernel between segments.
+
+A node is native only where its layouts make generated code exact: elementwise inputs
+read as full, row, column or scalar index forms (a broadcast view counts as its source),
+row-kernel inputs compact, matmul operands in a layout NumPy hands straight to BLAS with
+batch dims in C order (NumPy lays its result out after its operands otherwise).
+
+Then it orders the nodes so that native nodes run in as few unbroken runs as it can
+(`_schedule`: a topological order that keeps to the kind it is in while nodes of that
+kind are ready), and assigns every buffer a home: graph inputs and NumPy results are
+arrays Python holds (checked C-contiguous on each call); a buffer that leaves the plan
+(an output, a state write, or what a NumPy step may return a view of) is allocated fresh
+on every call; every other native result lives in the arena (arena.py) at an offset
+fixed by liveness.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...ir import Graph, Node, Value
+from ...symbolic import is_symbolic
+from . import fusion, gemm, rows
+from .arena import Interval, assign_offsets
+from .codegen import FusedElementwise
+from .rowcode import RowKernel, Unpack
+from .views import VIEW_PRIMS, Layout, view_layout
+
+NATIVE_DTYPES = {"float32", "float64", "bool"}
+FLOATS = {"float32", "float64"}
+NEUTRAL = {"view", "unpack"}
+
+
+@dataclass
+class Buffer:
+    """Memory one value owns. kind: "input" (graph input `index`), "literal" (a constant baked into
+    the C source), "python" (a NumPy step's result), "fresh" (allocated per call) or "arena"."""
+
+    value: Value
+    kind: str
+    index: int = -1  # graph input position, for "input" and "literal"
+    offset: int = -1  # byte offset in the arena, for "arena"
+
+
+@dataclass
+class Analysis:
+    """What `analyze` found: see the module docstring."""
+
+    graph: Graph
+    kinds: dict[int, str] = field(default_factory=dict)  # id(node) -> native / view / unpack / python
+    notes: dict[int, str] = field(default_factory=dict)  # id(node) -> why a compute node stays in Python
+    layout: dict[int, Layout] = field(default_factory=dict)  # value id -> static layout in its buffer
+    root: dict[int, int] = field(default_factory=dict)  # value id -> id of the value owning its buffer
+    aliases: dict[int, frozenset] = field(default_factory=dict)  # value id -> buffers it may share memory with
+    buffers: dict[int, Buffer] = field(default_factory=dict)  # owning value id -> buffer
+    producer: dict[int, Node] = field(default_factory=dict)  # value id -> node
+    order: list[Node] = field(default_factory=list)
+    forms: dict[int, tuple] = field(default_factory=dict)  # id(elementwise node) -> (split, forms, shapes)
+    arena_bytes: int = 0
+    scratch_offset: int = 0  # where row kernels' scratch rows start in the arena
+    native_outputs: dict[int, list[Value]] = field(default_factory=dict)  # id(native node) -> values it writes
+    input_layouts: dict[int, Layout] = field(default_factory=dict)  # graph input position -> non-C layout
+
+    def native_inputs(self) -> list[int]:
+        """Positions of the graph inputs some segment reads (their layouts are checked on each call)."""
+        used: set[int] = set()
+        for kind, nodes in self.units():
+            if kind != "segment":
+                continue
+            for node in nodes:
+                values = node.prim.group.inputs if isinstance(node.prim, RowKernel) else node.inputs
+                for v in values:
+                    buf = self.buffers[self.root[v.id]]
+                    if buf.kind == "input":
+                        used.add(buf.index)
+        return sorted(used)
+
+    def units(self) -> list[tuple[str, list[Node]]]:
+        """The schedule as ("segment", nodes) and ("python", [node]) units; view nodes join the unit
+        they sit in (they have no code)."""
+        out: list[tuple[str, list[Node]]] = []
+        for node in self.order:
+            kind = self.kinds[id(node)]
+            if kind == "python":
+                out.append(("python", [node]))
+            elif kind == "native":
+                if out and out[-1][0] == "segment":
+                    out[-1][1].append(node)
+                else:
+                    out.append(("segment", [node]))
+        return out
+
+
+def _static(v: Value) -> bool:
+    return not is_symbolic(tuple(v.shape))
+
+
+def _effective_shape(layout: Layout) -> tuple | None:
+    if layout.compact():
+        return layout.shape
+    return layout.broadcast_source()
+
+
+def analyze(graph: Graph, input_layouts: dict[int, Layout] | None = None) -> Analysis:
+    """Classify, schedule and place a fused graph's nodes (see the module docstring).
+
+    `input_layouts` gives the strides of graph inputs (by position) that are not C-contiguous
+    (a residual that is a transposed view, say); the segments check them on every call.
+    """
+    a = Analysis(graph)
+    a.input_layouts = dict(input_layouts or {})
+    for i, v in enumerate(graph.inputs):
+        kind = "literal" if graph.specs[i].kind == "literal" else "input"
+        a.buffers[v.id] = Buffer(v, kind, index=i)
+        a.layout[v.id] = a.input_layouts.get(i) or Layout.contiguous(tuple(v.shape))
+        a.root[v.id] = v.id
+        a.aliases[v.id] = frozenset([v.id])
+    for node in graph.nodes:
+        a.producer[node.out.id] = node
+        _classify(a, node)
+    a.order = _schedule(a)
+    _place(a)
+    return a
+
+
+def _own(a: Analysis, v: Value, kind: str) -> None:
+    a.buffers[v.id] = Buffer(v, kind)
+    a.layout[v.id] = Layout.contiguous(tuple(v.shape))
+    a.root[v.id] = v.id
+
+
+def _python(a: Analysis, node: Node, why: str) -> None:
+    a.kinds[id(node)] = "python"
+    if why:
+        a.notes[id(node)] = why
+    _own(a, node.out, "python")
+    # a NumPy kernel may return (a view of) one of its operands: assume it can
+    a.aliases[node.out.id] = frozenset().union(*[a.aliases[v.id] for v in node.inputs], [node.out.id])
+
+
+def _classify(a: Analysis, node: Node) -> None:
+    name = node.prim.name
+    if not all(_static(v) for v in (*node.inputs, node.out)):
+        return _python(a, node, "symbolic shape")
+    if name in VIEW_PRIMS:
+        x = node.inputs[0]
+        layout = view_layout(node, a.layout[x.id]) if x.id in a.layout else None
+        if layout is None or layout.shape != tuple(node.out.shape):
+            return _python(a, node, "")
+        a.kinds[id(node)] = "view"
+        a.layout[node.out.id] = layout
+        a.root[node.out.id] = a.root[x.id]
+        a.aliases[node.out.id] = a.aliases[x.id]
+        return None
+    if isinstance(node.prim, Unpack):
+        packer = a.producer[node.inputs[0].id]
+        if a.kinds.get(id(packer)) != "native":
+            return _python(a, node, "")
+        a.kinds[id(node)] = "unpack"
+        _own(a, node.out, "arena")
+        a.aliases[node.out.id] = frozenset([node.out.id])
+        return None
+    why = _native_problem(a, node)
+    if why is not None:
+        return _python(a, node, why)
+    a.kinds[id(node)] = "native"
+    if isinstance(node.prim, RowKernel):
+        outs = list(node.prim.group.outputs)
+        a.native_outputs[id(node)] = outs
+        if len(outs) == 1:
+            _own(a, node.out, "arena")
+            a.aliases[node.out.id] = frozenset([node.out.id])
+        # with several outputs, each unpack node owns one (their packed tuple has no memory)
+        return None
+    a.native_outputs[id(node)] = [node.out]
+    _own(a, node.out, "arena")
+    a.aliases[node.out.id] = frozenset([node.out.id])
+    return None
+
+
+def _native_problem(a: Analysis, node: Node) -> str | None:
+    """Why generated code cannot run `node` exactly, or None when it can."""
+    values = (*node.inputs, node.out) if not isinstance(node.prim, RowKernel) else \
+        (*node.prim.group.inputs, *node.prim.group.outputs)
+    if any(v.dtype.name not in NATIVE_DTYPES for v in values):
+        return "dtype"
+    if any(v.id not in a.layout for v in node.inputs):
+        return "input without a static layout"
+    if isinstance(node.prim, FusedElementwise):
+        shapes = [_effective_shape(a.layout[v.id]) for v in node.inputs]
+        if any(s is None for s in shapes):
+            return "an input is neither contiguous nor a broadcast of a contiguous array"
+        chosen = fusion.choose_split([tuple(s) for s in shapes], tuple(node.out.shape))
+        if chosen is None:
+            return "no index form fits the inputs"
+        a.forms[id(node)] = chosen
+        return None
+    if isinstance(node.prim, RowKernel):
+        for v in node.inputs:
+            lay = a.layout[v.id]
+            if not lay.compact() and lay.size != 1:
+                return "a row-kernel input is not contiguous"
+        return None
+    name = node.prim.name
+    if name == "matmul":
+        return _matmul_problem(a, node)
+    if name == "sum":
+        return _colsum_problem(a, node)
+    if name == "full":
+        return None if node.out.dtype.name in NATIVE_DTYPES else "dtype"
+    return "no generated code for this op"
+
+
+def _matmul_problem(a: Analysis, node: Node) -> str | None:
+    x, y = node.inputs
+    if x.dtype.name not in FLOATS or len(x.shape) < 2 or len(y.shape) < 2:
+        return "matmul dtype or rank"
+    lx, ly = a.layout[x.id], a.layout[y.id]
+    if not gemm.matmul_fits(lx.strides, lx.shape, ly.strides, ly.shape):
+        return "NumPy copies an operand before BLAS"
+    for lay in (lx, ly):
+        batch = [s for d, s in zip(lay.shape[:-2], lay.strides[:-2]) if d != 1 and s != 0]
+        if any(s1 < s2 for s1, s2 in zip(batch, batch[1:])):
+            return "batch dims not in C order (NumPy lays the result out differently)"
+    return None
+
+
+def colsum_rows(node: Node) -> tuple[int, int] | None:
+    """(reduced rows, kept columns) of a sum over a leading block of axes, else None."""
+    x = node.inputs[0]
+    axes = tuple(node.params.get("axes", ()))
+    if not axes or axes != tuple(range(len(axes))) or len(axes) >= len(x.shape):
+        return None
+    return math.prod(x.shape[:len(axes)]), math.prod(x.shape[len(axes):])
+
+
+def _colsum_problem(a: Analysis, node: Node) -> str | None:
+    x = node.inputs[0]
+    if x.dtype.name not in FLOATS or node.out.dtype.name != x.dtype.name:
+        return "sum dtype"
+    if colsum_rows(node) is None:
+        return "not a sum over leading axes"
+    if not a.layout[x.id].compact():
+        return "sum of a non-contiguous array"
+    return None
+
+
+# ---- the schedule -------------------------------------------------------------------------
+def _mode(kind: str) -> str:
+    return "python" if kind == "python" else "native"
+
+
+def _schedule(a: Analysis) -> list[Node]:
+    """A topological order with few switches between native and Python nodes (see the module docstring)."""
+    nodes = a.graph.nodes
+    pos = {id(n): i for i, n in enumerate(nodes)}
+    made_by = {n.out.id: n for n in nodes}
+    waits: dict[int, int] = {}
+    feeds: dict[int, list[Node]] = {}
+    for n in nodes:
+        deps = {id(made_by[v.id]) for v in n.inputs if v.id in made_by}
+        waits[id(n)] = len(deps)
+        for d in deps:
+            feeds.setdefault(d, []).append(n)
+    ready: dict[str, list] = {"neutral": [], "python": [], "native": []}
+
+    def push(n: Node) -> None:
+        kind = a.kinds[id(n)]
+        heapq.heappush(ready["neutral" if kind in NEUTRAL else _mode(kind)], (pos[id(n)], id(n), n))
+
+    for n in nodes:
+        if waits[id(n)] == 0:
+            push(n)
+    order: list[Node] = []
+    mode = "python"  # NumPy steps that need nothing native run first, so segments can merge
+    while len(order) < len(nodes):
+        if ready["neutral"]:
+            queue = ready["neutral"]
+        elif ready[mode]:
+            queue = ready[mode]
+        else:
+            mode = "native" if mode == "python" else "python"
+            queue = ready[mode]
+        _, _, n = heapq.heappop(queue)
+        order.append(n)
+        for user in feeds.get(id(n), []):
+            waits[id(user)] -= 1
+            if waits[id(user)] == 0:
+                push(user)
+    return order
+
+
+# ---- memory ---------------------------------------------------------------------------------
+def _place(a: Analysis) -> None:
+    """Fresh or arena for every native buffer; arena offsets by liveness (see the module docstring)."""
+    graph = a.graph
+    escaping: set[int] = set()
+    for v in [*graph.outputs, *(w.value for w in graph.state_writes)]:
+        escaping |= a.aliases[v.id]
+    step = {id(n): i for i, n in enumerate(a.order)}
+    last: dict[int, int] = {}
+    for n in a.order:
+        for v in n.inputs:
+            for key in a.aliases.get(v.id, ()):
+                last[key] = max(last.get(key, -1), step[id(n)])
+    intervals = []
+    scratch = 0
+    for n in a.order:
+        if a.kinds[id(n)] != "native":
+            continue
+        if isinstance(n.prim, RowKernel):
+            scratch = max(scratch, n.prim.group.space.inner * 8)
+        for v in a.native_outputs[id(n)]:
+            buf = a.buffers[v.id]
+            if v.id in escaping:
+                buf.kind = "fresh"
+                continue
+            nbytes = math.prod(v.shape) * v.dtype.np.itemsize
+            intervals.append(Interval(v.id, nbytes, step[id(n)], max(last.get(v.id, step[id(n)]), step[id(n)])))
+    offsets, total = assign_offsets(intervals)
+    for key, offset in offsets.items():
+        a.buffers[key].offset = offset
+    a.scratch_offset = total
+    a.arena_bytes = total + scratch
+
+
+def literal_array(graph: Graph, index: int) -> np.ndarray:
+    """The constant of a literal graph input, C-contiguous, in its graph dtype."""
+    v = graph.inputs[index]
+    return np.ascontiguousarray(np.asarray(graph.specs[index].literal, dtype=v.dtype.np).reshape(tuple(v.shape)))
+
+
+def needs_sequential(node: Node) -> bool:
+    """Whether a native column sum must add its rows as the Sum kernel's window path does (no leading 0 +)."""
+    return rows.sequential(node)
