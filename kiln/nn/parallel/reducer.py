@@ -1,0 +1,217 @@
+"""`Reducer`: averages gradients across ranks with bucketed in-place all-reduces over flat buffers.
+
+Parameters are grouped (in reverse registration order, roughly the order backward produces
+their gradients, and by dtype) into buckets of at most `bucket_cap_bytes`. A tensor hook on
+each parameter copies its gradient into its bucket's flat buffer; a bucket whose gradients are
+all in starts its non-blocking all-reduce at once, in bucket order (so every rank issues the
+same collectives in the same order), while the remaining hooks keep filling later buckets.
+kiln runs the hooks of leaf tensors after the backward graph has been walked and before
+``.grad`` is written, so the last hook waits for every bucket and writes the averages into the
+tensors that then become ``.grad``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...ops.primitive import trace_state
+from ...tensor import Tensor
+from ..parameter import Parameter
+
+
+class _Bucket:
+    """One flat buffer and the parameters whose gradients it holds."""
+
+    def __init__(self, indices: list[int], offsets: list[int], size: int, dtype: np.dtype):
+        self.indices = indices
+        self.offsets = offsets
+        self.buffer = np.zeros(size, dtype=dtype)
+        self.pending = len(indices)
+        self.request: Any = None
+
+
+class Reducer:
+    """Owns the buckets and the per-parameter hooks of one `DistributedDataParallel`."""
+
+    def __init__(self, params: Sequence[Parameter], group: Any, bucket_cap_bytes: int, find_unused: bool):
+        self.params = list(params)
+        self.group = group
+        self.find_unused = find_unused
+        self.sync = True
+        self.buckets: list[_Bucket] = []
+        self.where: list[tuple[int, int]] = [(0, 0)] * len(self.params)
+        self._build_buckets(bucket_cap_bytes)
+        self._outs: dict[int, np.ndarray] = {}
+        self._unused: list[int] = []
+        self._next_launch = 0
+        self._filled = 0
+        self.handles = [p.register_hook(self._make_hook(i)) for i, p in enumerate(self.params)]
+
+    def _build_buckets(self, cap: int) -> None:
+        current: dict[Any, tuple[list[int], list[int], int]] = {}
+        order: list[tuple[Any, tuple[list[int], list[int], int]]] = []
+        for i in reversed(range(len(self.params))):
+            a = self.params[i]._data
+            indices, offsets, size = current.get(a.dtype, ([], [], 0))
+            if indices and (size + a.size) * a.itemsize > cap:
+                order.append((a.dtype, (indices, offsets, size)))
+                indices, offsets, size = [], [], 0
+            indices.append(i)
+            offsets.append(size)
+            current[a.dtype] = (indices, offsets, size + a.size)
+        order.extend(current.items())
+        for dtype, (indices, offsets, size) in order:
+            bucket = _Bucket(indices, offsets, size, np.dtype(dtype))
+            for i, off in zip(indices, offsets):
+                self.where[i] = (len(self.buckets), off)
+            self.buckets.append(bucket)
+
+    @property
+    def bucket_sizes(self) -> list[int]:
+        """How many parameters each bucket holds, in launch order."""
+        return [len(b.indices) for b in self.buckets]
+
+    def in_progress(self) -> bool:
+        """True when some, but not all, gradients of the current backward pass have arrived."""
+        return 0 < self._filled < len(self.params)
+
+    def prepare(self, sync: bool, outputs: Any) -> None:
+        """Called by each forward: whether the coming backward reduces, and which params it reaches."""
+        self.sync = sync
+        self._reset()
+        if sync and self.find_unused:
+            used = _reachable_leaves(outputs)
+            self._unused = [i for i, p in enumerate(self.params) if id(p) not in used]
+            for i in self._unused:
+                grad = self.params[i].grad
+                self._fill(i, None if grad is None else grad._data)
+
+    def _reset(self) -> None:
+        for b in self.buckets:
+            b.pending = len(b.indices)
+            b.request = None
+        self._outs = {}
+        self._unused = []
+        self._next_launch = 0
+        self._filled = 0
+
+    def _make_hook(self, index: int):
+        def hook(grad: Tensor) -> Tensor | None:
+            return self._on_grad(index, grad)
+
+        return hook
+
+    def _on_grad(self, index: int, grad: Tensor) -> Tensor | None:
+        if not self.sync:
+            return None  # inside no_sync(): gradients accumulate locally
+        if trace_state.tracer is not None:
+            raise NotImplementedError(
+                "DistributedDataParallel: backward() inside a compiled function (a whole compiled training "
+                "step) is not supported yet. Fix: compile the module and wrap it, "
+                "DistributedDataParallel(kiln.compile(model)), and call backward() outside kiln.compile")
+        if self._filled == len(self.params):  # a second backward after this round finished
+            self._reset()
+        p = self.params[index]
+        local = grad._data
+        if p.grad is not None:  # gradients accumulated under no_sync() are averaged with this one
+            local = p.grad._data + local
+            p.grad = None
+        out = np.array(local, dtype=p._data.dtype, copy=True, order="C")
+        self._outs[index] = out
+        self._fill(index, out)
+        return Tensor._wrap(out, p._device)
+
+    def _fill(self, index: int, local: np.ndarray | None) -> None:
+        b_index, off = self.where[index]
+        bucket = self.buckets[b_index]
+        n = self.params[index]._data.size
+        if local is None:
+            bucket.buffer[off:off + n] = 0
+        else:
+            bucket.buffer[off:off + n] = local.reshape(-1)
+        bucket.pending -= 1
+        self._filled += 1
+        self._launch_ready()
+        if self._filled == len(self.params):
+            self._finish()
+
+    def _launch_ready(self) -> None:
+        while self._next_launch < len(self.buckets) and self.buckets[self._next_launch].pending == 0:
+            bucket = self.buckets[self._next_launch]
+            if self.group.comm is not None:
+                from mpi4py import MPI  # noqa: PLC0415 - a multi-rank world has it loaded
+
+                bucket.request = self.group.comm.Iallreduce(MPI.IN_PLACE, bucket.buffer, MPI.SUM)
+            self._next_launch += 1
+
+    def _finish(self) -> None:
+        from ...distributed.waiting import wait  # noqa: PLC0415 - cycle: distributed imports nn
+
+        requests = [b.request for b in self.buckets if b.request is not None]
+        if requests:
+            wait(requests, "DistributedDataParallel gradient all-reduce", self.group)
+        globally_used = self._globally_used()
+        for b in self.buckets:
+            if self.group.size > 1:
+                np.divide(b.buffer, self.group.size, out=b.buffer)
+            for i, off in zip(b.indices, b.offsets):
+                p = self.params[i]
+                reduced = b.buffer[off:off + p._data.size].reshape(p._data.shape)
+                out = self._outs.get(i)
+                if out is not None:
+                    np.copyto(out, reduced)
+                elif globally_used is None or globally_used[i]:
+                    p.grad = Tensor._wrap(reduced.copy(), p._device)
+
+    def _globally_used(self) -> np.ndarray | None:
+        """With find_unused_parameters: which params some rank's backward reached (None otherwise)."""
+        if not self.find_unused:
+            return None
+        used = np.ones(len(self.params), dtype=np.int64)
+        used[self._unused] = 0
+        if self.group.comm is not None:
+            from mpi4py import MPI  # noqa: PLC0415
+
+            from ...distributed.waiting import wait  # noqa: PLC0415
+
+            wait(self.group.comm.Iallreduce(MPI.IN_PLACE, used, MPI.SUM), "find_unused_parameters", self.group)
+        return used > 0
+
+    def remove(self) -> None:
+        """Unregister the hooks (the parameters then behave as without DDP)."""
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def _reachable_leaves(outputs: Any) -> set[int]:
+    """ids of the leaf tensors the autograd graph of `outputs` reaches."""
+    seen_nodes: set[int] = set()
+    leaves: set[int] = set()
+    stack = [t._node for t in _tensors_in(outputs) if t._node is not None]
+    for t in _tensors_in(outputs):
+        if t._node is None and t.requires_grad:
+            leaves.add(id(t))
+    while stack:
+        node = stack.pop()
+        if id(node) in seen_nodes:
+            continue
+        seen_nodes.add(id(node))
+        inputs = node.inputs or ()
+        for inp, edge in zip(inputs, node.edges):
+            if edge is None:
+                leaves.add(id(inp))
+            elif edge is not False:
+                stack.append(edge)
+    return leaves
+
+
+def _tensors_in(value: Any) -> list[Tensor]:
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    return []
