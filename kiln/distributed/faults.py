@@ -19,6 +19,7 @@ STATUS_DIR_VARIABLE = "KILN_DIST_STATUS_DIR"
 
 _previous_hook: Any = None
 _group: ProcessGroup | None = None
+_failed = False
 
 
 def write_status(rank: int, text: str) -> None:
@@ -42,13 +43,15 @@ def _on_uncaught(kind: type[BaseException], value: BaseException, tb: TracebackT
     traceback.print_exception(kind, value, tb)
     print(f"kiln.distributed: rank {group.rank} of {group.size} failed with {summary}; aborting all "
           f"{group.size} ranks", file=sys.stderr, flush=True)
+    global _failed
+    _failed = True
     write_status(group.rank, f"failed: {summary}")
     sys.stdout.flush()
     group.comm.Abort(1)
 
 
 def _on_exit() -> None:
-    if _group is not None:
+    if _group is not None and not _failed:
         write_status(_group.rank, "ok")
 
 
