@@ -38,6 +38,7 @@ def launch(nproc: int, script: str, *args: str, timeout: float = 60) -> subproce
 @pytest.fixture
 def mpi_launch():
     """The `launch` function (skips the test where mpi4py or mpiexec is missing)."""
+    require_mpi()
     return launch
 
 
