@@ -45,3 +45,12 @@ from . import amp, backends, cuda, utils  # noqa: E402,F401 - PyTorch's namespac
 from .amp import autocast  # noqa: E402
 from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_precision,  # noqa: E402
                        set_float32_matmul_precision, use_deterministic_algorithms)
+
+
+def __getattr__(name: str) -> object:
+    """Lazy subpackages: ``kiln.distributed`` is imported on first access, so ``import kiln`` stays light."""
+    if name == "distributed":
+        import importlib  # noqa: PLC0415
+
+        return importlib.import_module(".distributed", __name__)
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")
