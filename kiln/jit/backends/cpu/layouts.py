@@ -27,8 +27,10 @@ def eager_layouts(graph: Graph) -> dict[int, str]:
     Ufunc and where results are C-ordered unless an operand is "other" (NumPy follows its
     operands' order; broadcast operands give none); astype keeps its operand's order and turns
     a row-broadcast view into F order; expand gives a broadcast view; basic indexing with
-    positive steps and reshape keep C order; permute, flip, negative steps and advanced
-    indexing give "other"; other kernels return new C-ordered arrays.
+    positive steps and reshape keep C order; advanced indexing copies, in C order when its
+    index arrays lead (``x[idx]``, ``x[i, j, ...]``: an embedding lookup) and otherwise in an
+    order of its own (``x[:, idx]`` puts the indexed dims first, then transposes); permute,
+    flip and negative steps give "other"; other kernels return new C-ordered arrays.
     """
     layouts: dict[int, str] = {}
     for n in graph.nodes:
@@ -39,7 +41,7 @@ def eager_layouts(graph: Graph) -> dict[int, str]:
         elif name == "index":
             spec = n.params.get("spec", ())
             basic = all(e[0] != "t" and not (e[0] == "s" and e[3] is not None and e[3] < 0) for e in spec)
-            layout = "C" if basic and first == "C" else "other"
+            layout = "C" if basic and first == "C" or _leading_gather(spec) else "other"
         elif name in IDENTITIES or name == "cast" or n.prim.is_check:
             layout = "C" if first == "C" else "other"
         elif n.prim.is_view:  # permute, flip, and any view kiln adds later
@@ -50,6 +52,14 @@ def eager_layouts(graph: Graph) -> dict[int, str]:
             layout = "C"
         layouts[n.out.id] = layout
     return layouts
+
+
+def _leading_gather(spec: tuple) -> bool:
+    """Whether an index spec is index arrays followed only by whole slices (or an Ellipsis)."""
+    k = 0
+    while k < len(spec) and spec[k][0] == "t":
+        k += 1
+    return k > 0 and all(e[0] == "e" or e == ("s", None, None, None) for e in spec[k:])
 
 
 def c_ordered(a: Any) -> bool:

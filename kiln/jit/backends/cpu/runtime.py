@@ -87,23 +87,17 @@ class Variant:
             fn.restype = ctypes.c_longlong
             fn.argtypes = [ctypes.py_object, ctypes.c_void_p]
             self.segments.append(fn)
-        self.native_inputs = analysis.native_inputs()
+        self.held = analysis.held_by_segments()
         self._arena_views: dict[int, tuple[int, tuple, np.dtype]] = {}
         self.driver, self.run = self._generate(plan)
         views, nbytes = self._arena_views, analysis.arena_bytes
         self._pool = ArenaPool(lambda: Arena(nbytes, views))
         self._namespace["pool"] = self._pool.get
 
-    def fits(self, inputs: list) -> bool:
-        """Whether this call's graph inputs have the layouts this variant was generated for."""
+    def matches(self, layouts: dict[int, Layout]) -> bool:
+        """Whether arrays with these layouts (value id -> non-C layout) are what this variant reads."""
         a = self.analysis
-        graph = a.graph
-        for i in self.native_inputs:
-            x = inputs[i]
-            v = graph.inputs[i]
-            if not _array_fits(x, v) or _input_layout(x, v) != a.input_layouts.get(i):
-                return False
-        return True
+        return all(layouts.get(key) == a.held_layouts.get(key) for key in self.held)
 
     # ---- the Python driver ------------------------------------------------------------------
     def _generate(self, plan: "NativePlan") -> tuple[str, Any]:
@@ -200,18 +194,69 @@ def _with_frees(body: list[str], kept: str) -> list[str]:
     return out
 
 
-def _array_fits(x: Any, v: Value) -> bool:
-    """Whether `x` can be read by generated code as graph input `v` (some layout of the right kind)."""
-    if x.__class__ is not np.ndarray or x.dtype is not np.dtype(v.dtype.np) or x.shape != tuple(v.shape):
+def _layout_of(x: Any, v: Value) -> Layout | None | bool:
+    """None when generated code reads `x` as C-contiguous `v`, its Layout when it reads it with other
+    strides, False when it cannot read it (not an ndarray of v's dtype and shape, misaligned)."""
+    if x.__class__ is not np.ndarray:
+        return None if not v.shape else False  # a NumPy scalar is passed through asarray
+    if x.dtype is not np.dtype(v.dtype.np) or x.shape != tuple(v.shape) or not x.flags.aligned:
         return False
-    return x.flags.aligned and all(s % x.itemsize == 0 for s in x.strides)
-
-
-def _input_layout(x: np.ndarray, v: Value) -> Layout | None:
-    """None for a C-contiguous array, else its layout (element strides)."""
     if x.flags.c_contiguous:
         return None
+    if any(s % x.itemsize for s in x.strides):
+        return False
     return Layout(tuple(v.shape), tuple(s // x.itemsize for s in x.strides), 0)
+
+
+class Observer:
+    """Runs a graph node by node through NumPy (the interpreter's computation) and records the layouts
+    of the arrays a native plan's segments read from Python, so a variant can be made for them."""
+
+    def __init__(self, graph: Graph, watched: set[int]):
+        self.graph = graph
+        self.watched = watched
+        last: dict[int, int] = {}
+        for i, node in enumerate(graph.nodes):
+            for v in node.inputs:
+                last[v.id] = i
+        kept = {v.id for v in graph.outputs} | {w.value.id for w in graph.state_writes}
+        self.frees: dict[int, list[int]] = {}
+        for vid, i in last.items():
+            if vid not in kept:
+                self.frees.setdefault(i, []).append(vid)
+
+    def run(self, inputs: list) -> tuple[list, list, dict[int, Layout] | None]:
+        """(outputs, state writes, layouts of the watched arrays that are not C-contiguous, or None when
+        one of them cannot be read by generated code at all)."""
+        graph = self.graph
+        layouts: dict[int, Layout] | None = {}
+        env: dict[int, Any] = {}
+
+        def record(v: Value, x: Any) -> None:
+            nonlocal layouts
+            if layouts is None or v.id not in self.watched:
+                return
+            layout = _layout_of(x, v)
+            if layout is False:
+                layouts = None
+            elif layout is not None:
+                layouts[v.id] = layout
+
+        for v, x in zip(graph.inputs, inputs):
+            env[v.id] = x
+            record(v, x)
+        for i, node in enumerate(graph.nodes):
+            out = node.prim.kernel(np, *[env[v.id] for v in node.inputs], **node.params)
+            env[node.out.id] = out
+            record(node.out, out)
+            for vid in self.frees.get(i, ()):
+                env.pop(vid, None)
+        outs = []
+        for v in graph.outputs:
+            k = next((k for k, w in enumerate(graph.inputs) if w is v), None)
+            outs.append(np.array(env[v.id], copy=True) if k is not None and graph.specs[k].kind != "arg"
+                        else env[v.id])
+        return outs, [env[w.value.id] for w in graph.state_writes], layouts
 
 
 class NativePlan:
@@ -220,8 +265,8 @@ class NativePlan:
     `run(inputs, dims)` is the Plan interface. `graph` is the fused graph it runs, `source`
     the C of its segments and `driver` the Python that calls them (for the layouts of the
     first variant, and of later ones after it), `analysis` what went where (segment.py),
-    `segments` how many native calls a replay makes, and `fallback_calls` how many calls
-    the reference plan answered.
+    `segments` how many native calls a replay makes, `observed_calls` how many calls met
+    layouts no variant had yet, and `fallback_calls` how many calls the reference plan answered.
     """
 
     backend = "cpu"
@@ -233,8 +278,12 @@ class NativePlan:
         self._reference: Any = None
         self._lock = threading.Lock()
         self.fallback_calls = 0
+        self.observed_calls = 0
         self.variants = [Variant(self, analysis)]
         self._current = self.variants[0].run
+        watched = {v.id for v in fused.inputs}
+        watched |= {n.out.id for n in fused.nodes if analysis.kinds[id(n)] == "python"}
+        self._observer = Observer(graph, watched)
 
     @property
     def analysis(self) -> Analysis:
@@ -249,8 +298,14 @@ class NativePlan:
         return "\n".join(v.driver for v in self.variants)
 
     @property
+    def current(self) -> Variant:
+        """The variant the next call runs first (the one for the layouts seen last)."""
+        return next(v for v in self.variants if v.run is self._current)
+
+    @property
     def segments(self) -> int:
-        return len(self.variants[0].segments)
+        """How many native calls a replay of the current variant makes."""
+        return len(self.current.segments)
 
     def run(self, inputs: list, dims: dict[str, int] | None = None) -> tuple[list, list]:
         """Execute on input arrays; returns (output arrays, state-write arrays)."""
@@ -259,48 +314,31 @@ class NativePlan:
         return self._current(inputs, dims)
 
     def _miss(self, code: int, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
-        """A segment refused this call: run the variant for these layouts (made if need be), or the reference.
+        """A segment refused this call.
 
-        Code 1: an array did not fit; 2 + k: row kernel k of the running variant met a row it
-        cannot decide (counted in that kernel's `fallbacks`, as when it runs on its own)."""
+        Code 2 + k: row kernel k of the running variant met a row it cannot decide (counted in
+        that kernel's `fallbacks`, as when it runs on its own): the reference plan answers. Code 1:
+        an array did not have the layout the variant reads. The `Observer` then runs the call
+        and records the layouts of the arrays the segments read; the variant for those layouts
+        runs the next calls (made now when there is none and there is room).
+        """
         if code >= 2:
             for variant in self.variants:
                 if variant.run is self._current and code - 2 < len(variant.row_nodes):
                     variant.row_nodes[code - 2].prim.fallbacks += 1
-        if code == 1:
-            for variant in self.variants:
-                if variant.fits(inputs):
-                    if variant.run is self._current:
-                        break  # the layouts fit but another array did not (a NumPy step's result)
-                    self._current = variant.run
-                    return variant.run(inputs, dims)
-            else:
-                variant = self._new_variant(inputs)
-                if variant is not None:
-                    self._current = variant.run
-                    return variant.run(inputs, dims)
-        return self._fallback(inputs, dims)
-
-    def _new_variant(self, inputs: list) -> Variant | None:
-        first = self.variants[0].analysis
-        graph = first.graph
-        layouts = {}
-        for i in first.native_inputs():
-            x, v = inputs[i], graph.inputs[i]
-            if not _array_fits(x, v):
-                return None
-            layout = _input_layout(x, v)
-            if layout is not None:
-                layouts[i] = layout
+            return self._fallback(inputs, dims)
+        self.observed_calls += 1
+        outs, writes, layouts = self._observer.run(inputs)
+        if layouts is None:
+            return outs, writes
         with self._lock:
-            if len(self.variants) >= MAX_VARIANTS:
-                return None
-            for variant in self.variants:  # made by another thread meanwhile
-                if variant.analysis.input_layouts == layouts:
-                    return variant
-            variant = Variant(self, analyze(graph, layouts))
-            self.variants.append(variant)
-            return variant
+            match = next((v for v in self.variants if v.matches(layouts)), None)
+            if match is None and len(self.variants) < MAX_VARIANTS:
+                match = Variant(self, analyze(self.graph, layouts))
+                self.variants.append(match)
+            if match is not None:
+                self._current = match.run  # (already running: something else failed, e.g. a dtype)
+        return outs, writes
 
     def _fallback(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
         """The call run by the reference plan."""

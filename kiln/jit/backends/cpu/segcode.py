@@ -94,7 +94,7 @@ class _Segment:
             dims = ", ".join(str(int(d)) for d in v.shape) or "0"
             lines.append(f"    static const long long kiln_d{j}[] = {{{dims}}};")
             strides = "0"
-            custom = a.input_layouts.get(buf.index) if buf.kind == "input" else None
+            custom = a.held_layouts.get(key)
             if custom is not None:
                 steps = ", ".join(str(int(s) * v.dtype.np.itemsize) for s in custom.strides) or "0"
                 lines.append(f"    static const long long kiln_s{j}[] = {{{steps}}};")

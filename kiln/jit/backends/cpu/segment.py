@@ -72,21 +72,23 @@ class Analysis:
     arena_bytes: int = 0
     scratch_offset: int = 0  # where row kernels' scratch rows start in the arena
     native_outputs: dict[int, list[Value]] = field(default_factory=dict)  # id(native node) -> values it writes
-    input_layouts: dict[int, Layout] = field(default_factory=dict)  # graph input position -> non-C layout
+    held_layouts: dict[int, Layout] = field(default_factory=dict)  # value id -> layout, for arrays Python holds
+    # (graph inputs, NumPy results) that are not C-contiguous
 
-    def native_inputs(self) -> list[int]:
-        """Positions of the graph inputs some segment reads (their layouts are checked on each call)."""
-        used: set[int] = set()
+    def held_by_segments(self) -> list[int]:
+        """Owning value ids of the arrays Python holds that some segment reads (graph inputs and NumPy
+        results): their layouts are checked on each call."""
+        used: list[int] = []
         for kind, nodes in self.units():
             if kind != "segment":
                 continue
             for node in nodes:
                 values = node.prim.group.inputs if isinstance(node.prim, RowKernel) else node.inputs
                 for v in values:
-                    buf = self.buffers[self.root[v.id]]
-                    if buf.kind == "input":
-                        used.add(buf.index)
-        return sorted(used)
+                    key = self.root[v.id]
+                    if self.buffers[key].kind in ("input", "python") and key not in used:
+                        used.append(key)
+        return used
 
     def units(self) -> list[tuple[str, list[Node]]]:
         """The schedule as ("segment", nodes) and ("python", [node]) units; view nodes join the unit
@@ -114,18 +116,19 @@ def _effective_shape(layout: Layout) -> tuple | None:
     return layout.broadcast_source()
 
 
-def analyze(graph: Graph, input_layouts: dict[int, Layout] | None = None) -> Analysis:
+def analyze(graph: Graph, held_layouts: dict[int, Layout] | None = None) -> Analysis:
     """Classify, schedule and place a fused graph's nodes (see the module docstring).
 
-    `input_layouts` gives the strides of graph inputs (by position) that are not C-contiguous
-    (a residual that is a transposed view, say); the segments check them on every call.
+    `held_layouts` gives the strides, by value id, of graph inputs and NumPy results that are
+    not C-contiguous (a residual that is a transposed weight, an unfold's sliding-window view);
+    everything else Python holds is taken to be C-contiguous. Segments check both on every call.
     """
     a = Analysis(graph)
-    a.input_layouts = dict(input_layouts or {})
+    a.held_layouts = dict(held_layouts or {})
     for i, v in enumerate(graph.inputs):
         kind = "literal" if graph.specs[i].kind == "literal" else "input"
         a.buffers[v.id] = Buffer(v, kind, index=i)
-        a.layout[v.id] = a.input_layouts.get(i) or Layout.contiguous(tuple(v.shape))
+        a.layout[v.id] = a.held_layouts.get(v.id) or Layout.contiguous(tuple(v.shape))
         a.root[v.id] = v.id
         a.aliases[v.id] = frozenset([v.id])
     for node in graph.nodes:
@@ -147,6 +150,8 @@ def _python(a: Analysis, node: Node, why: str) -> None:
     if why:
         a.notes[id(node)] = why
     _own(a, node.out, "python")
+    if node.out.id in a.held_layouts:
+        a.layout[node.out.id] = a.held_layouts[node.out.id]
     # a NumPy kernel may return (a view of) one of its operands: assume it can
     a.aliases[node.out.id] = frozenset().union(*[a.aliases[v.id] for v in node.inputs], [node.out.id])
 

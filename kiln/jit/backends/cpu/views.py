@@ -63,9 +63,39 @@ class Layout:
 
 
 def _reshape(x: Layout, shape: tuple) -> Layout | None:
-    if not x.compact():
-        return None  # NumPy may copy, or give strides kiln does not predict
-    return Layout(tuple(shape), c_strides(tuple(shape)), x.offset)
+    """A contiguous input reshapes to C strides. A strided one (a column slice, say) reshapes
+    without a copy when every run of old dims merged into, or split among, new dims is itself
+    contiguous in memory, as NumPy's reshape finds; otherwise NumPy copies and this is no view."""
+    shape = tuple(int(d) for d in shape)
+    if x.compact():
+        return Layout(shape, c_strides(shape), x.offset)
+    if 0 in shape:
+        return None
+    old = [(d, s) for d, s in zip(x.shape, x.strides) if d != 1]
+    new = [d for d in shape if d != 1]
+    strides_new: list[int] = []
+    oi = ni = 0
+    while oi < len(old) and ni < len(new):
+        oj, nj = oi + 1, ni + 1
+        op, np_ = old[oi][0], new[ni]
+        while op != np_:
+            if np_ < op:
+                np_ *= new[nj]
+                nj += 1
+            else:
+                op *= old[oj][0]
+                oj += 1
+        for k in range(oi, oj - 1):  # the merged old dims must sit one after another
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        run = [old[oj - 1][1]]
+        for k in range(nj - 1, ni, -1):
+            run.append(run[-1] * new[k])
+        strides_new += reversed(run)
+        oi, ni = oj, nj
+    it = iter(strides_new)
+    strides = tuple(next(it) if d != 1 else 0 for d in shape)
+    return Layout(shape, strides, x.offset)
 
 
 def _permute(x: Layout, perm: tuple) -> Layout:
