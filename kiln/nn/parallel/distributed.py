@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 
 from ...autograd import is_grad_enabled
+from ...ops.primitive import trace_state
 from ..module import Module
 from .reducer import Reducer
 
@@ -74,12 +75,30 @@ class DistributedDataParallel(Module):
                 "in computing the loss. Fix: pass find_unused_parameters=True, or make every parameter "
                 "contribute to the loss")
         if self.broadcast_buffers and self.process_group.size > 1:
+            if trace_state.tracer is not None and any(True for _ in self.module.buffers()):
+                raise NotImplementedError(
+                    "DistributedDataParallel: broadcasting buffers from rank 0 inside a compiled whole training "
+                    "step is not supported yet (the plan would not replay it). Fix: pass "
+                    "broadcast_buffers=False (buffers then stay per rank), or compile the module instead, "
+                    "DistributedDataParallel(kiln.compile(model)), with backward() outside kiln.compile")
             for b in self.module.buffers():
                 collectives.broadcast(b, 0, group=self.process_group)
         out = self._call(*args, **kwargs)
         if self.training and is_grad_enabled():
             self.reducer.prepare(self.require_backward_grad_sync, out)
         return out
+
+    @property
+    def require_backward_grad_sync(self) -> bool:
+        """Whether the next backward averages gradients over ranks (False inside `no_sync()`)."""
+        return self.__dict__.get("_require_backward_grad_sync", True)
+
+    @require_backward_grad_sync.setter
+    def require_backward_grad_sync(self, value: bool) -> None:
+        self.__dict__["_require_backward_grad_sync"] = bool(value)
+        reducer = self.__dict__.get("reducer")
+        if reducer is not None:
+            reducer.set_sync(bool(value))  # read by compiled whole steps on every call
 
     @contextmanager
     def no_sync(self) -> Iterator[None]:

@@ -8,6 +8,10 @@ same collectives in the same order), while the remaining hooks keep filling late
 kiln runs the hooks of leaf tensors after the backward graph has been walked and before
 ``.grad`` is written, so the last hook waits for every bucket and writes the averages into the
 tensors that then become ``.grad``.
+
+Inside a compiled whole training step the hooks see traced gradients instead, and
+`TracedReduction` averages them with the `all_reduce_mean` primitive, so the plan replays
+the collectives on every call.
 """
 from __future__ import annotations
 
@@ -15,9 +19,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...autograd import no_grad
 from ...ops.primitive import trace_state
 from ...tensor import Tensor
 from ..parameter import Parameter
+from .traced_reduction import TracedReduction
 
 
 class _Bucket:
@@ -46,7 +52,17 @@ class Reducer:
         self._unused: list[int] = []
         self._next_launch = 0
         self._filled = 0
+        self.sync_flag = Tensor._wrap(np.array(True), self.params[0]._device) if self.params else None
+        self._traced = TracedReduction(self)
         self.handles = [p.register_hook(self._make_hook(i)) for i, p in enumerate(self.params)]
+
+    def set_sync(self, sync: bool) -> None:
+        """Whether backward averages gradients (False inside no_sync()); compiled steps read it per call."""
+        if self.sync_flag is None:
+            return
+        if trace_state.tracer is not None or bool(self.sync_flag._data) != bool(sync):
+            with no_grad():
+                self.sync_flag.fill_(bool(sync))  # a kiln op: inside a compiled step it is a state write
 
     def _build_buckets(self, cap: int) -> None:
         current: dict[Any, tuple[list[int], list[int], int]] = {}
@@ -88,6 +104,7 @@ class Reducer:
                 self._fill(i, None if grad is None else grad._data)
 
     def _reset(self) -> None:
+        self._traced.reset()
         for b in self.buckets:
             b.pending = len(b.indices)
             b.request = None
@@ -103,13 +120,10 @@ class Reducer:
         return hook
 
     def _on_grad(self, index: int, grad: Tensor) -> Tensor | None:
+        if trace_state.tracer is not None:  # backward inside a compiled whole training step
+            return self._traced.on_grad(index, grad)
         if not self.sync:
             return None  # inside no_sync(): gradients accumulate locally
-        if trace_state.tracer is not None:
-            raise NotImplementedError(
-                "DistributedDataParallel: backward() inside a compiled function (a whole compiled training "
-                "step) is not supported yet. Fix: compile the module and wrap it, "
-                "DistributedDataParallel(kiln.compile(model)), and call backward() outside kiln.compile")
         if self._filled == len(self.params):  # a second backward after this round finished
             self._reset()
         p = self.params[index]

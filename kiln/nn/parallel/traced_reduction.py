@@ -1,0 +1,69 @@
+"""Gradient averaging inside a compiled whole training step, as graph ops the plan replays.
+
+While ``kiln.compile(train_step)`` traces ``loss.backward()``, DDP's hooks receive traced
+gradients. Each hook hands back a placeholder (a clone of the gradient, plus any ``.grad``
+accumulated by earlier no_sync backwards); when the last gradient is in, every bucket is
+flattened with ``cat``, averaged with the `all_reduce_mean` primitive (gated by the
+reducer's ``sync_flag``, so ``no_sync()`` replays the same plan without a collective) and
+copied back into the placeholders with ``copy_``, which the tracer records, so ``.grad``
+ends up holding the averages on every replay. Buckets are reduced in the same order on
+every rank, after the whole backward (a plan does not overlap them with backward).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...autograd import no_grad
+from ...functional.shape import cat
+from ...ops.collective import all_reduce_mean
+from ...tensor import Tensor
+
+if TYPE_CHECKING:
+    from .reducer import Reducer
+
+
+class TracedReduction:
+    """The traced half of a `Reducer`: collects one backward's gradients, then averages them."""
+
+    def __init__(self, reducer: "Reducer"):
+        self.reducer = reducer
+        self.locals: dict[int, Tensor] = {}
+        self.placeholders: dict[int, Tensor] = {}
+
+    def reset(self) -> None:
+        self.locals = {}
+        self.placeholders = {}
+
+    def on_grad(self, index: int, grad: Tensor) -> Tensor:
+        """A parameter's traced gradient: returns the tensor that becomes its ``.grad``."""
+        r = self.reducer
+        if r.find_unused:
+            raise NotImplementedError(
+                "DistributedDataParallel(find_unused_parameters=True) inside a compiled whole training step is "
+                "not supported: which parameters a backward reaches is decided per call. Fix: make every "
+                "parameter contribute to the loss and drop find_unused_parameters, or compile the module "
+                "instead, DistributedDataParallel(kiln.compile(model)), with backward() outside kiln.compile")
+        if len(self.locals) == len(r.params):  # a second backward in the same step
+            self.reset()
+        p = r.params[index]
+        with no_grad():
+            local = grad if p.grad is None else p.grad + grad
+            if p.grad is not None:
+                p.grad = None  # the accumulated grad is folded into this one, as the eager path does
+            placeholder = local.clone()
+        self.locals[index] = local
+        self.placeholders[index] = placeholder
+        if len(self.locals) == len(r.params):
+            self._reduce_all()
+        return placeholder
+
+    def _reduce_all(self) -> None:
+        r = self.reducer
+        with no_grad():
+            for bucket in r.buckets:
+                flat = cat([self.locals[i].reshape(-1) for i in bucket.indices])
+                averaged = all_reduce_mean(flat, r.sync_flag)
+                for i, off in zip(bucket.indices, bucket.offsets):
+                    shape = tuple(r.params[i].shape)
+                    n = r.params[i].numel()
+                    self.placeholders[i].copy_(averaged[off:off + n].reshape(shape))
