@@ -1,0 +1,469 @@
+"""The CPU backend's native runtime (kiln/jit/backends/cpu/runtime.py and its helpers).
+
+The oracle is the interpreter backend: every compiled result here must equal it bit for
+bit (values viewed as unsigned integers, so -0.0 != +0.0; NaN equal to NaN whatever its
+payload). Also checked: outputs are never overwritten by a later call, threads may call
+one plan at once, the C has one function per segment, and the pieces (NumPy's BLAS
+dispatch, strided views, arena offsets, leading-axis sums) against NumPy itself.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+from kiln.jit.backends import cpu
+from kiln.jit.backends.cpu import arena, blas, gemm, objects, runtime, toolchain, views
+from kiln.jit.backends.cpu.codegen import PRELUDE
+from kiln.models import gpt, lenet_5, mlp
+
+pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
+                                reason="no C compiler, or generated code cannot read Python objects here")
+needs_blas = pytest.mark.skipif(blas.numpy_blas() is None, reason="NumPy's BLAS is not one kiln can call")
+
+
+@pytest.fixture(autouse=True)
+def kernel_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
+    return tmp_path
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view(f"u{a.itemsize}") if a.dtype.kind in "fiu" else a
+
+
+def assert_bitwise(got, want, what=""):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
+    differ = _bits(got) != _bits(want)
+    if got.dtype.kind == "f":
+        differ &= ~(np.isnan(got) & np.isnan(want))
+    if differ.any():
+        where = np.flatnonzero(differ)[:5]
+        raise AssertionError(f"{what}: {int(differ.sum())} of {differ.size} elements differ, e.g. at {where}: "
+                             f"{got.reshape(-1)[where]} vs the interpreter's {want.reshape(-1)[where]}")
+
+
+def _plans(entry) -> list:
+    return [entry.plan] if hasattr(entry, "plan") else [entry.forward_plan, entry.backward_plan]
+
+
+# ---- whole models against the interpreter ---------------------------------------------------
+def _block(d_model: int) -> nn.Module:
+    layer = dict(d_model=d_model, nhead=4, dim_feedforward=2 * d_model, dropout=0.0, activation="gelu",
+                 batch_first=True, norm_first=True)
+    return nn.Sequential(nn.TransformerEncoderLayer(**layer), nn.TransformerEncoderLayer(**layer))
+
+
+def _case(name: str, batch: int, dtype: str):
+    kiln.manual_seed(0)
+    if name == "mlp":
+        model, x, y = mlp(64, (32, 32), 10), kiln.randn(batch, 64), kiln.randint(0, 10, (batch,))
+    elif name == "lenet":
+        model, x, y = lenet_5(), kiln.randn(batch, 1, 32, 32), kiln.randint(0, 10, (batch,))
+    elif name == "gpt":
+        model, x, y = gpt(23, 2, 2, 16, 8), kiln.randint(0, 23, (batch, 8)), kiln.randint(0, 23, (batch, 8))
+    else:
+        model, x, y = _block(16), kiln.randn(batch, 6, 16), None
+    if dtype == "float64":
+        model = model.double()
+        x = x.double() if x.is_floating_point() else x
+    return model, x, y
+
+
+def _loss(out, y):
+    if y is None:
+        return (out * out).sum()
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+
+def _train(model, x, y, backend: str, calls: int = 3):
+    compiled = kiln.compile(model, backend=backend)
+    results = []
+    for _ in range(calls):
+        model.zero_grad()
+        out = compiled(x)
+        _loss(out, y).backward()
+        results.append([out.detach().numpy().copy()] + [p.grad.numpy().copy() for p in model.parameters()])
+    return results, compiled
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("name", ["mlp", "lenet", "gpt", "block"])
+def test_training_equals_the_interpreter_bit_for_bit(name, batch, dtype):
+    model, x, y = _case(name, batch, dtype)
+    want, _ = _train(model, x, y, "interpret")
+    got, compiled = _train(model, x, y, "cpu")
+    for call, (g, w) in enumerate(zip(got, want)):
+        for k, (a, b) in enumerate(zip(g, w)):
+            assert_bitwise(a, b, f"{name} call {call}, {'output' if k == 0 else f'grad {k - 1}'}")
+    plans = _plans(compiled.cache_entries[0])
+    assert all(isinstance(p, runtime.NativePlan) for p in plans)
+    observed = [p.observed_calls for p in plans]
+    fallbacks = [p.fallback_calls for p in plans]
+    model.zero_grad()
+    _loss(compiled(x), y).backward()
+    assert [p.observed_calls for p in plans] == observed, "a steady call met layouts no variant had"
+    assert [p.fallback_calls for p in plans] == fallbacks == [0] * len(plans)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [1, 5])
+def test_mlp_inference_is_one_native_call_and_exact(batch, dtype):
+    model, x, _ = _case("mlp", batch, dtype)
+    interp, native = kiln.compile(model, backend="interpret"), kiln.compile(model, backend="cpu")
+    with kiln.no_grad():
+        for _ in range(3):
+            assert_bitwise(native(x).numpy(), interp(x).numpy(), "mlp inference")
+    plan = native.cache_entries[0].plan
+    assert isinstance(plan, runtime.NativePlan) and plan.segments == 1
+    assert plan.observed_calls == plan.fallback_calls == 0
+    assert plan.driver.count("rc = seg0(") == 1
+
+
+def test_mlp_training_forward_and_backward_are_one_native_call_each():
+    model, x, y = _case("mlp", 4, "float32")
+    compiled = kiln.compile(model, backend="cpu")
+    for _ in range(3):
+        _loss(compiled(x), y).backward()
+    forward, backward = _plans(compiled.cache_entries[0])
+    assert forward.segments == 1 and backward.segments == 1
+    for plan in (forward, backward):
+        assert len(plan.current.analysis.units()) == 1, plan.driver  # no NumPy step at all
+
+
+# ---- memory: outputs, residuals, threads ------------------------------------------------------
+def test_outputs_of_one_call_survive_the_next():
+    model, _, _ = _case("mlp", 4, "float32")
+    compiled = kiln.compile(model, backend="cpu")
+    xs = [kiln.randn(4, 64) for _ in range(3)]
+    with kiln.no_grad():
+        compiled(xs[0])
+        first = compiled(xs[1])
+        kept = first.numpy().copy()
+        second = compiled(xs[2])
+        assert_bitwise(first.numpy(), kept, "the first result after a second call")
+        assert not np.shares_memory(first.numpy(), second.numpy())
+        assert_bitwise(second.numpy(), model(xs[2]).numpy(), "the second result")
+
+
+def test_residuals_of_one_call_survive_the_next_forward():
+    """Two forwards, then both backwards: each backward reads its own forward's residuals."""
+    model, _, _ = _case("mlp", 3, "float32")
+    compiled = kiln.compile(model, backend="cpu")
+    xs = [kiln.randn(3, 64) for _ in range(3)]
+    compiled(xs[0]).sum().backward()  # builds the plans
+    outs = [compiled(x) for x in xs[1:]]
+    model.zero_grad()
+    outs[0].square().sum().backward()
+    got = [p.grad.numpy().copy() for p in model.parameters()]
+    model.zero_grad()
+    model(xs[1]).square().sum().backward()
+    for g, p in zip(got, model.parameters()):
+        assert_bitwise(g, p.grad.numpy(), "a gradient from the first of two forwards")
+
+
+def test_threads_calling_one_plan_at_once_get_their_own_results():
+    model, _, _ = _case("mlp", 8, "float32")
+    compiled = kiln.compile(model, backend="cpu")
+    inputs = [kiln.randn(8, 64) for _ in range(8)]
+    with kiln.no_grad():
+        compiled(inputs[0])
+        compiled(inputs[0])
+        want = [model(x).numpy().copy() for x in inputs]
+    errors = []
+    start = threading.Barrier(4)
+
+    def work(offset: int) -> None:
+        try:
+            start.wait()
+            with kiln.no_grad():
+                for i in range(40):
+                    k = (i + offset) % len(inputs)
+                    assert_bitwise(compiled(inputs[k]).numpy(), want[k], f"thread {offset} call {i}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    plan = compiled.cache_entries[0].plan
+    assert plan.fallback_calls == 0 and plan.observed_calls == 0
+
+
+def test_a_returned_parameter_is_a_copy():
+    w = kiln.randn(4, 4)
+
+    def f(x):
+        return x @ w, w
+
+    compiled = kiln.compile(f, backend="cpu")
+    x = kiln.randn(2, 4)
+    compiled(x)
+    _, got = compiled(x)
+    assert not np.shares_memory(got.numpy(), w.numpy())
+    assert_bitwise(got.numpy(), w.numpy(), "the returned parameter")
+
+
+# ---- the generated source ---------------------------------------------------------------------
+def test_source_has_one_function_per_segment():
+    def f(x, w):
+        h = (x @ w).relu() * 2.0
+        return h.exp() @ w.T + 1.0  # exp stays with NumPy: two segments around it
+
+    compiled = kiln.compile(f, backend="cpu")
+    x, w = kiln.randn(3, 5), kiln.randn(5, 5)
+    with kiln.no_grad():
+        compiled(x, w)
+        assert_bitwise(compiled(x, w).numpy(), f(x, w).numpy(), "two segments")
+    plan = compiled.cache_entries[0].plan
+    assert plan.segments == 2
+    assert [f"long long kiln_segment_{k}(" in plan.source for k in range(3)] == [True, True, False]
+    assert plan.driver.count("rc = seg") == 2
+
+
+def test_non_contiguous_inputs_get_a_variant_of_their_own():
+    def f(x, w):
+        return (x @ w + 1.0).relu()
+
+    compiled = kiln.compile(f, backend="cpu")
+    x, w = kiln.randn(6, 5), kiln.randn(7, 5)
+    with kiln.no_grad():
+        compiled(x, w.T)
+        for _ in range(3):
+            assert_bitwise(compiled(x, w.T).numpy(), f(x, w.T).numpy(), "transposed input")
+        assert_bitwise(compiled(x, w.T.contiguous()).numpy(), f(x, w.T).numpy(), "contiguous again")
+    plan = compiled.cache_entries[0].plan
+    assert len(plan.variants) == 2 and plan.fallback_calls == 0
+    assert plan.observed_calls == 2  # once for each new layout, then the variants run
+
+
+def test_dynamic_dims_keep_the_python_replay():
+    compiled = kiln.compile(lambda x: (x * 2.0).relu() @ x.T, backend="cpu", dynamic_dims={0: {0: "B"}})
+    for batch in (2, 3):
+        x = kiln.randn(batch, 4)
+        assert_bitwise(compiled(x).numpy(), ((x * 2.0).relu() @ x.T).numpy(), "dynamic dims")
+    assert not isinstance(compiled.cache_entries[0].plan, runtime.NativePlan)
+
+
+def test_constants_keep_their_bits():
+    def f(x):
+        return kiln.where(x > 0, x * -0.0, x + float("inf")) * 3.5 - 1e-30
+
+    compiled = kiln.compile(f, backend="cpu")
+    x = kiln.tensor(np.array([[1.5, -2.0, 0.0], [-0.0, np.nan, 7.0]], np.float32))
+    with kiln.no_grad():
+        compiled(x)
+        assert_bitwise(compiled(x).numpy(), f(x).numpy(), "constants")
+    assert isinstance(compiled.cache_entries[0].plan, runtime.NativePlan)
+
+
+def test_the_runtime_can_be_turned_off(monkeypatch):
+    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", False)
+    compiled = kiln.compile(lambda x: (x * 2.0).relu(), backend="cpu")
+    x = kiln.randn(3, 3)
+    compiled(x)
+    assert not isinstance(compiled.cache_entries[0].plan, runtime.NativePlan)
+
+
+# ---- sums over leading axes -------------------------------------------------------------------
+@pytest.mark.parametrize("shape, axes", [((16, 10), (0,)), ((5, 3, 7), (0, 1)), ((3, 8192), (0,)),
+                                         ((1, 6), (0,)), ((0, 4), (0,)), ((9, 2, 5), (0,))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_leading_axis_sums_add_in_numpys_order(shape, axes, dtype):
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal(shape) * 1e3).astype(dtype)
+    if data.size:
+        kept = data[(0,) * len(axes)]
+        kept.reshape(-1)[::2] = -0.0  # columns of -0.0 only: the sum is +0.0 when it starts from 0, as NumPy's
+        data[...] = np.where(kept == 0, -0.0, data)
+        if data.size > kept.size:
+            data.reshape(-1)[-1] = np.finfo(dtype).max  # an overflow to inf, in order
+            data.reshape(-1)[-1 - kept.size] = np.finfo(dtype).max
+
+    def f(x):
+        return x.sum(axes)
+
+    x = kiln.tensor(data)
+    compiled = kiln.compile(f, backend="cpu")
+    with kiln.no_grad():
+        compiled(x)
+        assert_bitwise(compiled(x).numpy(), f(x).numpy(), f"sum over {axes} of {shape}")
+    plan = compiled.cache_entries[0].plan
+    kinds = {n.prim.name: plan.current.analysis.kinds[id(n)] for n in plan.graph.nodes}
+    assert kinds == {"sum": "native"}, kinds
+
+
+# ---- matmul: NumPy's BLAS call, bit for bit ---------------------------------------------------
+MATMUL_CASES = [
+    ("x @ w", (5, 7), (7, 3)), ("x @ w.T", (5, 7), (3, 7)), ("x.T @ w", (7, 5), (7, 3)),
+    ("x.T @ w.T", (7, 5), (3, 7)), ("x @ x.T", (6, 9), None), ("x.T @ x", (6, 9), None),
+    ("x @ w", (1, 7), (7, 3)), ("x @ w", (5, 7), (7, 1)), ("x @ w", (1, 7), (7, 1)),
+    ("x @ w", (5, 1), (1, 3)), ("x @ w.T", (1, 7), (3, 7)), ("x.T @ w", (1, 5), (1, 3)),
+    ("x @ w", (0, 7), (7, 3)), ("x @ w", (5, 0), (0, 3)), ("x @ w", (33, 65), (65, 17)),
+    ("x @ w", (2, 3, 5, 7), (7, 4)), ("x @ w", (2, 5, 7), (2, 7, 4)), ("x @ w", (5, 7), (3, 7, 4)),
+    ("x @ w.transpose(-1, -2)", (2, 5, 7), (2, 4, 7)),
+]
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("expr, xs, ws", MATMUL_CASES, ids=lambda c: str(c))
+def test_compiled_matmul_equals_numpy(expr, xs, ws, dtype):
+    rng = np.random.default_rng(1)
+    x = kiln.tensor((rng.standard_normal(xs) * 10).astype(dtype))
+    w = kiln.tensor((rng.standard_normal(ws if ws else (1,)) * 10).astype(dtype))
+
+    def f(x, w):
+        return eval(expr, {"x": x, "w": w}) * 1.0  # noqa: S307 - the expressions above
+
+    compiled = kiln.compile(f, backend="cpu")
+    with kiln.no_grad():
+        compiled(x, w)
+        got = compiled(x, w).numpy()
+    assert_bitwise(got, f(x, w).numpy(), expr)
+    plan = compiled.cache_entries[0].plan
+    native = [n for n in plan.current.analysis.order if n.prim.name == "matmul"
+              and plan.current.analysis.kinds[id(n)] == "native"] if isinstance(plan, runtime.NativePlan) else []
+    assert native or 0 in xs or 0 in (ws or ()), "the matmul was not native"
+
+
+def _helper_library():
+    found = blas.numpy_blas()
+    source = PRELUDE + gemm.blas_prelude(found.int_type) + r"""
+void kiln_setup(void *const *t) { kiln_bind_blas(t); }
+#define KILN_MM(S, T) void mm_##S(const T *a, long long s1m, long long s1n, const T *b, long long s2n, \
+    long long s2p, T *o, long long m, long long n, long long p) { \
+    kiln_matmul2d_##S(a, s1m, s1n, b, s2n, s2p, o, p, 1, m, n, p); }
+KILN_MM(s, float)
+KILN_MM(d, double)
+"""
+    lib = toolchain.build(source, "kiln_setup")
+    table = (ctypes.c_void_p * len(blas.FUNCTIONS))(*found.table())
+    lib.kiln_setup(table)
+    for fn in (lib.mm_s, lib.mm_d):
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p, *[ctypes.c_longlong] * 2, ctypes.c_void_p, *[ctypes.c_longlong] * 2,
+                       ctypes.c_void_p, *[ctypes.c_longlong] * 3]
+    return lib
+
+
+@needs_blas
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_matmul_helper_makes_numpys_call_for_every_layout(dtype):
+    """Thousands of products: sizes with 0, 1 and odd dims, C and F operands, special values."""
+    lib = _helper_library()
+    fn = lib.mm_s if dtype == np.float32 else lib.mm_d
+    rng = np.random.default_rng(2)
+    size = np.dtype(dtype).itemsize
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30], dtype)
+
+    def operand(shape, order):
+        a = (rng.standard_normal(shape) * rng.choice([1e-3, 1.0, 1e3])).astype(dtype)
+        if a.size and rng.random() < 0.3:
+            a.reshape(-1)[rng.integers(0, a.size, 3)] = rng.choice(specials, 3)
+        return np.asfortranarray(a) if order == "F" else a
+
+    sizes = [0, 1, 2, 3, 8, 17, 64]
+    for m, n, p in itertools.product(sizes, repeat=3):
+        for oa, ob in itertools.product("CF", repeat=2):
+            a, b = operand((m, n), oa), operand((n, p), ob)
+            with np.errstate(all="ignore"):
+                want = a @ b
+            out = np.empty((m, p), dtype)
+            fn(a.ctypes.data, a.strides[0] // size, a.strides[1] // size, b.ctypes.data, b.strides[0] // size,
+               b.strides[1] // size, out.ctypes.data, m, n, p)
+            assert_bitwise(out, want, f"{m}x{n} ({oa}) @ {n}x{p} ({ob})")
+    for m, n in [(5, 7), (64, 33), (3, 1)]:  # a @ a.T on one memory: syrk
+        a = operand((m, n), "C")
+        out = np.empty((m, m), dtype)
+        fn(a.ctypes.data, n, 1, a.ctypes.data, 1, n, out.ctypes.data, m, n, m)
+        with np.errstate(all="ignore"):
+            want = a @ a.T
+        assert_bitwise(out, want, f"syrk {m}x{n}")
+
+
+# ---- static views and the arena ---------------------------------------------------------------
+def test_strided_reshape_views_match_numpy():
+    rng = np.random.default_rng(3)
+    checked = 0
+    for _ in range(1500):
+        nd = int(rng.integers(1, 5))
+        shape = tuple(int(d) for d in rng.choice([1, 2, 3, 4, 6], nd))
+        grow = tuple(d * int(rng.choice([1, 1, 2])) for d in shape)
+        base = np.arange(int(np.prod(grow)), dtype=np.float32).reshape(grow)
+        a = base[tuple(slice(0, d) for d in shape)].transpose(rng.permutation(nd) if rng.random() < 0.4 else None)
+        new = tuple(int(d) for d in rng.permutation([*_factors(a.size, rng), 1][: int(rng.integers(1, 5))]))
+        if int(np.prod(new)) != a.size:
+            continue
+        mine = views._reshape(views.Layout(a.shape, tuple(s // 4 for s in a.strides)), new)
+        r = a.reshape(new)
+        if np.shares_memory(r, a):
+            assert mine is not None, (a.shape, a.strides, new)
+            assert all(x == y for d, x, y in zip(new, mine.strides, (s // 4 for s in r.strides)) if d != 1)
+            checked += 1
+        else:
+            assert mine is None, (a.shape, a.strides, new)
+    assert checked > 200
+
+
+def _factors(n: int, rng) -> list[int]:
+    out = []
+    while n > 1:
+        d = int(rng.choice([k for k in range(2, n + 1) if n % k == 0]))
+        out.append(d)
+        n //= d
+    return out or [1]
+
+
+def test_index_views_match_numpy():
+    from kiln.jit.ir import Node, Value
+    from kiln.ops.primitive import REGISTRY
+
+    x = np.arange(5 * 6 * 7, dtype=np.float64).reshape(5, 6, 7)
+    specs = [(("s", 1, 4, None),), (("i", 2), ("s", None, None, 2)), (("e",), ("s", 1, None, 3)),
+             (("n",), ("i", -1), ("s", 2, 5, None)), (("s", None, None, None), ("i", 0), ("i", 3))]
+    from kiln.ops.movement import resolve_index
+
+    for spec in specs:
+        want = x[resolve_index(spec, ())]
+        node = Node(REGISTRY["index"], [Value(x.shape, kiln.float64)], {"spec": spec}, Value(want.shape, kiln.float64))
+        got = views.view_layout(node, views.Layout.contiguous(x.shape))
+        assert got is not None and got.shape == want.shape, spec
+        offset = (want.__array_interface__["data"][0] - x.__array_interface__["data"][0]) // 8
+        assert got.offset == offset and all(a == b // 8 for d, a, b in zip(want.shape, got.strides, want.strides)
+                                             if d != 1), spec
+
+
+def test_arena_offsets_never_overlap_live_buffers():
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        intervals = []
+        for k in range(int(rng.integers(1, 30))):
+            first = int(rng.integers(0, 20))
+            intervals.append(arena.Interval(k, int(rng.integers(1, 5000)), first, first + int(rng.integers(0, 6))))
+        offsets, total = arena.assign_offsets(intervals)
+        for iv in intervals:
+            assert offsets[iv.key] % arena.ALIGN == 0 and offsets[iv.key] + iv.nbytes <= total
+        for a, b in itertools.combinations(intervals, 2):
+            if a.first <= b.last and b.first <= a.last:  # live at once: disjoint bytes
+                assert offsets[a.key] + a.nbytes <= offsets[b.key] or offsets[b.key] + b.nbytes <= offsets[a.key]
+        assert total <= sum(-(-iv.nbytes // arena.ALIGN) * arena.ALIGN for iv in intervals)
+
+
+def test_the_object_probe_reads_this_python():
+    layout = objects.object_layout()
+    assert layout is not None and objects.layout_problem() is None
+    assert layout.array_data == object.__basicsize__
