@@ -1,6 +1,6 @@
 """The ``kiln`` command line: ``demo``, ``bench``, ``info`` and ``cache``.
 
-    python -m kiln demo [--epochs N] [--eager] [--backend NAME] [--out DIR]
+    python -m kiln demo [--epochs N] [--eager] [--backend NAME] [--out DIR] [--ranks N]
     python -m kiln bench [WORKLOAD ...]      # same as python -m kiln.bench
     python -m kiln info                      # versions, C compiler, kernel cache, devices
     python -m kiln cache [info|clear]        # show the kernel cache, or remove kiln's kernels from it
@@ -199,12 +199,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Train the CNN demo on the bundled digits."""
     from kiln.demo import DemoConfig, DemoError, run_demo  # noqa: PLC0415
 
-    config = DemoConfig(epochs=args.epochs, eager=args.eager, backend=args.backend, out=args.out)
+    if args.ranks > 1:
+        from kiln.distributed.mpi import launched_world_size  # noqa: PLC0415
+
+        if launched_world_size() == 1:  # not yet under MPI: start N ranks of this same command
+            return relaunch_demo(args)
+    elif args.ranks == 1 and "--ranks" in sys.argv[1:]:
+        print("kiln demo: --ranks 1 trains in this one process; pass --ranks 2 or more for data-parallel "
+              "training with DistributedDataParallel")
+    config = DemoConfig(epochs=args.epochs, eager=args.eager, backend=args.backend, out=args.out, ranks=args.ranks)
     try:
         run_demo(config)
     except DemoError as exc:
         raise CLIError(str(exc)) from None
     return 0
+
+
+def relaunch_demo(args: argparse.Namespace) -> int:
+    """Run ``python -m kiln demo ...`` on `args.ranks` ranks through mpiexec; its exit code."""
+    from kiln.distributed.mpi import EXTRA_HINT, load_mpi  # noqa: PLC0415
+    from kiln.distributed.run import find_mpiexec  # noqa: PLC0415
+
+    try:
+        load_mpi()
+    except ImportError as exc:
+        raise CLIError(f"--ranks {args.ranks} needs MPI: {exc}") from None
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        raise CLIError(f"--ranks {args.ranks} needs mpiexec, which was not found. Fix: {EXTRA_HINT}")
+    command = [mpiexec, "-n", str(args.ranks), sys.executable, "-m", "kiln", "demo", "--epochs", str(args.epochs),
+               "--backend", args.backend, "--out", args.out, "--ranks", str(args.ranks)]
+    if args.eager:
+        command.append("--eager")
+    env = dict(os.environ)
+    threads = str(max(1, (os.cpu_count() or 1) // args.ranks))
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, threads)
+    return subprocess.call(command, env=env)
 
 
 def cmd_bench(argv: Sequence[str]) -> int:
@@ -239,6 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backend", default="auto", help="kiln.compile backend (default: auto)")
     demo.add_argument("--out", default="kiln-demo", metavar="DIR",
                       help="folder for the weights and the plot (default: ./kiln-demo)")
+    demo.add_argument("--ranks", type=positive_int, default=1, metavar="N",
+                      help="train on N processes with DistributedDataParallel over MPI (needs kiln[distributed])")
     demo.set_defaults(handler=cmd_demo)
 
     sub.add_parser("bench", help="run a benchmark workload (see: kiln bench --help)", add_help=False)

@@ -32,6 +32,7 @@ class DemoConfig:
     lr: float = 0.1  # peak learning rate of the cosine schedule
     momentum: float = 0.9
     seed: int = 0
+    ranks: int = 1  # > 1: this process is one rank of an MPI job (kiln demo --ranks N starts it)
 
 
 @dataclass
@@ -89,28 +90,78 @@ def time_forward_backward(forward: Any, model: Any, batches: list, repeat: int =
     return 1e3 * statistics.median(times)
 
 
+def _quiet(line: str) -> None:
+    """The log of ranks other than 0: silent."""
+
+
+class _NoProgress:
+    """The progress bar of ranks other than 0: silent."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def join_world(config: DemoConfig) -> Any:
+    """Join the MPI job this rank was started in; the `kiln.distributed` module."""
+    import kiln.distributed as dist  # noqa: PLC0415
+    from kiln.distributed.mpi import launched_world_size  # noqa: PLC0415
+
+    size = launched_world_size()
+    if size != config.ranks:
+        raise DemoError(f"ranks={config.ranks} but this process was started as one of {size}; start the "
+                        f"distributed demo with `python -m kiln demo --ranks {config.ranks}`")
+    dist.init_process_group()
+    return dist
+
+
 def run_demo(config: DemoConfig, log: Log = print) -> DemoResult:
-    """Train, evaluate, time and save; `log` receives the report lines."""
+    """Train, evaluate, time and save; `log` receives the report lines.
+
+    With ``config.ranks > 1`` this process is one rank of an MPI job: each rank trains a
+    DistributedDataParallel copy on its DistributedSampler shard (batch_size per rank), and
+    only rank 0 logs and saves.
+    """
     start = time.perf_counter()
-    out = prepare_out_dir(config.out)  # fail fast on a bad --out
+    dist = join_world(config) if config.ranks > 1 else None
+    rank0 = dist is None or dist.get_rank() == 0
+    if not rank0:
+        log = _quiet
+    out = prepare_out_dir(config.out) if rank0 else Path(config.out)  # fail fast on a bad --out
     kiln.manual_seed(config.seed)
     train_x, train_y = load_digits("train")
     test_x, test_y = load_digits("test")
-    loader = DataLoader((train_x, train_y), batch_size=config.batch_size, shuffle=True, seed=config.seed)
+    sampler = None
+    if dist is not None:
+        sampler = dist.DistributedSampler(range(len(train_y)), shuffle=True, seed=config.seed)
+        loader = DataLoader((train_x, train_y), batch_size=config.batch_size, sampler=sampler)
+    else:
+        loader = DataLoader((train_x, train_y), batch_size=config.batch_size, shuffle=True, seed=config.seed)
     model = build_model()
-    optimizer = build_optimizer(model, lr=config.lr, momentum=config.momentum)
     forward, mode = choose_forward(model, config, log)
+    if dist is not None:
+        forward = dist.DistributedDataParallel(forward)
+        mode += f", DistributedDataParallel on {dist.get_world_size()} ranks"
+    optimizer = build_optimizer(model, lr=config.lr, momentum=config.momentum)
     log(f"kiln demo: a small CNN on the UCI handwritten digits ({len(train_y)} train / {len(test_y)} test "
         f"images, 8x8, 10 classes)")
     log(f"  model: {ARCHITECTURE} ({describe_stack(model, optimizer)})")
-    log(f"  training: {config.epochs} epochs x {len(loader)} steps, batch {config.batch_size}, "
+    per_rank = " per rank" if dist is not None else ""
+    log(f"  training: {config.epochs} epochs x {len(loader)} steps, batch {config.batch_size}{per_rank}, "
         f"SGD momentum {config.momentum}, cosine lr from {config.lr}; mode: {mode}")
 
     history: dict[str, list[float]] = {"loss": [], "test_acc": []}
     step_times: list[float] = []
     total_steps, step = config.epochs * len(loader), 0
     for epoch in range(1, config.epochs + 1):
-        bar = make_progress(len(loader), f"epoch {epoch}/{config.epochs}")
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        bar = make_progress(len(loader), f"epoch {epoch}/{config.epochs}") if rank0 else _NoProgress()
         epoch_start, seen = time.perf_counter(), 0
         for images, labels in loader:
             set_lr(optimizer, 0.5 * config.lr * (1 + math.cos(math.pi * step / total_steps)))
@@ -118,7 +169,7 @@ def run_demo(config: DemoConfig, log: Log = print) -> DemoResult:
             try:
                 loss = train_step(forward, optimizer, images, labels)
             except Exception as exc:  # noqa: BLE001 - a compiler failure should not end the demo
-                if forward is model:
+                if forward is model or dist is not None:  # ranks must not diverge: fail loudly
                     raise
                 log(f"warning: the compiled step failed ({type(exc).__name__}: {exc}); continuing eagerly")
                 forward, mode = model, "eager (the compiled step failed)"
@@ -137,12 +188,20 @@ def run_demo(config: DemoConfig, log: Log = print) -> DemoResult:
             f"{seen / (time.perf_counter() - epoch_start):.0f} img/s")
 
     compare: dict[str, float] = {}
-    if forward is not model:
+    if forward is not model and dist is None:
         batches = [batch for batch, _ in zip(loader, range(5))]
         compare = {"eager_ms": time_forward_backward(model, model, batches),
                    "compiled_ms": time_forward_backward(forward, model, batches)}
+    if not rank0:
+        dist.barrier()  # rank 0 saves; every rank leaves together
+        dist.destroy_process_group()
+        return DemoResult(history["test_acc"][-1], 1e3 * statistics.median(step_times),
+                          time.perf_counter() - start, mode, out, None, compare, history)
     weights, weights_note = save_weights(model.state_dict(), out)
     plot = save_plot(history, out)
+    if dist is not None:
+        dist.barrier()
+        dist.destroy_process_group()
 
     step_ms = 1e3 * statistics.median(step_times)
     result = DemoResult(history["test_acc"][-1], step_ms, time.perf_counter() - start, mode, weights, plot,

@@ -71,6 +71,22 @@ def _exercise() -> None:
     kiln.sign(kiln.tensor([-2, 0, 3]))
     kiln.flip(x, 0)
     (x > 0) & (x < 1)
+    _exercise_all_reduce_mean(x)
+
+
+def _exercise_all_reduce_mean(x) -> None:
+    """DDP's gradient average, bound in a world of one (no MPI needed)."""
+    import kiln.distributed as dist
+    from kiln.ops.collective import all_reduce_mean
+
+    joined = not dist.is_initialized()
+    if joined:
+        dist.init_process_group()
+    try:
+        all_reduce_mean(x, kiln.tensor(True))
+    finally:
+        if joined:
+            dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
