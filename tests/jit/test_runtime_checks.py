@@ -399,3 +399,22 @@ def test_onnx_export_skips_the_checks() -> None:
     (got,) = session.run(None, {i.name: a.numpy() for i, a in zip(session.get_inputs(), (t3, y3))})
     with kiln.no_grad():
         np.testing.assert_allclose(got, model(t3, y3).numpy(), rtol=1e-5)
+
+
+def test_a_check_on_a_literal_is_not_constant_folded():
+    """Checks (and collectives) are effects: constant folding leaves them in the plan."""
+    import dataclasses
+
+    from kiln.jit.passes.constant_fold import ConstantFold
+
+    w = kiln.randn(5, 3)
+
+    def f(x):
+        return x + kiln.nn.functional.embedding(kiln.tensor([1, 2]), w)
+
+    graph = kiln.jit.trace_graph(f, kiln.randn(2, 3))
+    index = graph.nodes[0].inputs[0]  # the check's input: make it a baked literal
+    k = graph.inputs.index(index)
+    graph.specs[k] = dataclasses.replace(graph.specs[k], literal=np.array([1, 2]))
+    folded = ConstantFold()(graph).to_text()
+    assert "check_index" in folded

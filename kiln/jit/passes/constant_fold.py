@@ -14,7 +14,8 @@ class ConstantFold:
 
     Graph outputs are never folded (nor the values they are views of): a folded
     output would hand every call the same array, so mutating one result in place
-    would change the next call's result.
+    would change the next call's result. Random nodes and effects (`is_check`: runtime
+    checks, collectives) are never folded either: they must run on every call.
     """
 
     name = "ConstantFold"
@@ -24,7 +25,7 @@ class ConstantFold:
         protected = _returned_memory(graph)
         folds: dict[int, np.ndarray] = {}
         for node in graph.nodes:
-            if node.prim.is_random or node.out.id in protected or is_symbolic(node.params):
+            if node.prim.is_random or node.prim.is_check or node.out.id in protected or is_symbolic(node.params):
                 continue
             if not all(v.id in literals or v.id in folds for v in node.inputs):
                 continue
