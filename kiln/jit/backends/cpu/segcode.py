@@ -87,7 +87,7 @@ class _Segment:
 
     def render(self) -> str:
         a = self.a
-        lines = [f"long long kiln_segment_{self.index}(const void *args, char *arena) {{", "    (void)arena;"]
+        lines = [f"long long kiln_segment_{self.index}(const void *args, char *arena) {{"]
         for j, key in enumerate(self.args):
             buf = a.buffers[key]
             v = buf.value

@@ -14,6 +14,10 @@ Loading a shared library runs its code, so the on-disk cache is treated as untru
   features ``-march=native`` targets, so a changed toolchain or machine never reuses a library.
 * Builds are atomic (temp file + rename) and serialized per key by a lock file, so
   concurrent processes never see half an entry and all load the same verified kernel.
+* Probing the compiler (a tiny build, ``--version``, the ``-march=native`` macros) takes
+  subprocesses; a working compiler's results are recorded as ``k_<key>.json`` with its
+  ``.sha256``, keyed by the compiler binary (path, size, modification time), the flags and
+  the CPU, and trusted like a kernel entry, so a new process with a warm cache runs none.
 
 Compiler trouble (none found, failing, silent, misconfigured ``$CC``, hanging past
 ``$KILN_CC_TIMEOUT`` seconds) raises CompilerUnavailable; the backend then interprets.
@@ -54,7 +58,7 @@ if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
 SYMBOL = "kiln_fused"  # the function codegen.render emits: a library without it is not a kernel
 DEFAULT_TIMEOUT_S = 120.0
 TEMP_PREFIX = "kiln-tmp-"  # kiln's build and load folders inside the cache
-ENTRY_NAME = re.compile(r"k_[0-9a-f]{16,64}\.(?:so|sha256|lock)")
+ENTRY_NAME = re.compile(r"k_[0-9a-f]{16,64}\.(?:so|sha256|lock|json)")
 PROBE_SOURCE = "int kiln_probe(void) { return 42; }\n"
 _KEY_FORMAT = 2  # bump when the entry layout changes
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -89,6 +93,7 @@ def _reset_state() -> None:
         _probed.clear()
         _versions.clear()
         _targets.clear()
+        _stored.clear()
         _warned_dirs.clear()
         _private = None
 
@@ -178,10 +183,17 @@ def compiler_problem() -> str | None:
 
 
 def _probe(command: list[str]) -> str | None:
-    """The cached result of building and loading a tiny library with `command`, where kernels will be."""
+    """The cached result of building and loading a tiny library with `command`, where kernels will be.
+
+    A working compiler's probe results (that it works, its version, what -march=native
+    targets) are also kept on disk (`_load_probes`), so a new process runs no subprocess.
+    """
     key = tuple(command)
     with _lock:
         if key not in _probed:
+            if _load_probes(command):
+                _probed[key] = None
+                return None
             try:
                 folder = kernel_dir()
                 with _temp_folder(folder) as tmp:
@@ -193,6 +205,63 @@ def _probe(command: list[str]) -> str | None:
             except (CompilerUnavailable, OSError) as exc:
                 _probed[key] = str(exc)
         return _probed[key]
+
+
+def _probe_key(command: list[str]) -> str | None:
+    """The key of a compiler's probe record: its command, the binary's path, size and modification time,
+    the flags, and the machine and CPU (so a changed compiler or CPU is probed again); None when the
+    binary cannot be examined."""
+    try:
+        st = os.stat(command[0])
+    except OSError:
+        return None
+    parts = {"format": _KEY_FORMAT, "probe": 1, "command": command, "binary": [st.st_size, st.st_mtime_ns, st.st_ino],
+             "flags": FLAGS, "machine": platform.machine(), "cpu": _cpuinfo_flags()}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _load_probes(command: list[str]) -> bool:
+    """Fill this process's probe results from a verified record on disk; whether there was one.
+
+    The record is ``k_<key>.json`` with its ``k_<key>.sha256``, trusted like a kernel entry: read
+    without following symlinks, owned by this user, and only when its bytes match the hash.
+    """
+    key = _probe_key(command)
+    if key is None:
+        return False
+    try:
+        folder = kernel_dir()
+        path = folder / f"k_{key}.json"
+        data = _read_own(path)
+        if hashlib.sha256(data).hexdigest() != _recorded_hash(path.with_suffix(".sha256"), path.name):
+            return False
+        record = json.loads(data.decode())
+    except (OSError, _Rejected, ValueError, CompilerUnavailable):
+        return False
+    if not (isinstance(record, dict) and isinstance(record.get("version"), str)
+            and isinstance(record.get("target"), str) and re.fullmatch(r"[0-9a-f]{16}", record["target"])):
+        return False
+    _versions[tuple(command)] = record["version"]
+    _targets[tuple(command)] = record["target"]
+    _stored.add(tuple(command))
+    return True
+
+
+_stored: set[tuple[str, ...]] = set()  # compilers whose probe record this process wrote or read
+
+
+def _store_probes(command: list[str]) -> None:
+    """Record a working compiler's version and target on disk, once (best effort)."""
+    if tuple(command) in _stored:
+        return
+    _stored.add(tuple(command))
+    key = _probe_key(command)
+    if key is None:
+        return
+    record = {"version": compiler_version(command), "target": target_features(command)}
+    with contextlib.suppress(OSError, CompilerUnavailable):
+        path = kernel_dir() / f"k_{key}.json"
+        _publish(path, path.with_suffix(".sha256"), json.dumps(record, sort_keys=True).encode())
 
 
 def _compile(command: list[str], source: str, workdir: Path) -> bytes:
@@ -258,6 +327,8 @@ def kernel_key(source: str, command: list[str]) -> str:
     """The cache key: source, compiler command and version, flags, target CPU features, machine."""
     parts = {"format": _KEY_FORMAT, "source": source, "compiler": command, "version": compiler_version(command),
              "flags": FLAGS, "target": target_features(command), "machine": platform.machine()}
+    if _probed.get(tuple(command), "") is None:
+        _store_probes(command)  # the compiler works: a new process need not probe it again
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
