@@ -141,6 +141,28 @@ def test_mlp_training_forward_and_backward_are_one_native_call_each():
         assert len(plan.current.analysis.units()) == 1, plan.driver  # no NumPy step at all
 
 
+def test_bias_and_activation_run_in_place_over_the_gemm_result():
+    def f(x, w, b):
+        g = x @ w
+        first = (g + b).relu()  # g is read again below: not in place
+        return first * 2.0, ((g * 0.5).exp() + b).relu()  # the last read of g's exp: in place
+
+    compiled = kiln.compile(f, backend="cpu")
+    x, w, b = kiln.randn(5, 6), kiln.randn(6, 7), kiln.randn(7)
+    with kiln.no_grad():
+        compiled(x, w, b)
+        for got, want in zip(compiled(x, w, b), f(x, w, b)):
+            assert_bitwise(got.numpy(), want.numpy(), "in place")
+    model, x, _ = _case("mlp", 4, "float32")
+    fast = kiln.compile(model, backend="cpu")
+    with kiln.no_grad():
+        fast(x)
+        assert_bitwise(fast(x).numpy(), model(x).numpy(), "mlp")
+    analysis = fast.cache_entries[0].plan.analysis
+    assert len(analysis.in_place) == 3  # each Linear's bias (and ReLU) over its GEMM's result
+    assert all(analysis.graph.nodes and k == 0 for k in analysis.in_place.values())
+
+
 # ---- memory: outputs, residuals, threads ------------------------------------------------------
 def test_outputs_of_one_call_survive_the_next():
     model, _, _ = _case("mlp", 4, "float32")

@@ -74,14 +74,20 @@ def node_expr(prim_name: str, template: str | None, out_ctype: str, operands: li
     return expr
 
 
-def render_function(group: Group, forms: list[str], name: str = "kiln_fused", storage: str = "") -> str:
-    """The C function for one group given each input's index form (no prelude; `storage` may be "static")."""
+def render_function(group: Group, forms: list[str], name: str = "kiln_fused", storage: str = "",
+                    in_place: int | None = None) -> str:
+    """The C function for one group given each input's index form (no prelude; `storage` may be "static").
+
+    With `in_place` = k, input k and the output may be the same memory (each element is read before
+    it is written, at the same index), so neither is declared restrict.
+    """
     names: dict[int, str] = {}
-    params = ["long long outer", "long long inner", f"{C_TYPES[group.root.out.dtype.name]} *restrict out"]
+    restrict = "" if in_place is not None else "restrict "
+    params = ["long long outer", "long long inner", f"{C_TYPES[group.root.out.dtype.name]} *{restrict}out"]
     loads = []
     for k, (v, form) in enumerate(zip(group.inputs, forms)):
         ctype = C_TYPES[v.dtype.name]
-        params.append(f"const {ctype} *restrict in{k}")
+        params.append(f"const {ctype} *{'' if k == in_place else 'restrict '}in{k}")
         names[v.id] = f"x{k}"
         loads.append(f"            const {ctype} x{k} = {_READ[form].format(p=f'in{k}')};")
     body = []

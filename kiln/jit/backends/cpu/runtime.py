@@ -129,7 +129,11 @@ class Variant:
                 params = "".join(f", {k}={const(p)}" for k, p in node.params.items())
                 body.append(f"    {name} = {const(node.prim.kernel)}(xp, {src}{params})")
             else:  # a native result in the arena (fresh ones are named where they are allocated)
-                buf = a.buffers[v.id]
+                key = a.root[v.id]
+                buf = a.buffers[key]
+                if key != v.id and key in names:  # written in place over a fresh buffer: the same array
+                    names[v.id] = names[key]
+                    return names[v.id]
                 assert buf.kind == "arena", (v, buf.kind)
                 self._arena_views[v.id] = (buf.offset, tuple(v.shape), v.dtype.np)
                 body.append(f"    {name} = V[{v.id}]")
@@ -147,7 +151,7 @@ class Variant:
                 continue
             for node in nodes:
                 for v in a.native_outputs.get(id(node), []):
-                    if a.buffers[v.id].kind == "fresh":
+                    if a.root[v.id] == v.id and a.buffers[v.id].kind == "fresh":
                         names[v.id] = f"v{v.id}"
                         body.append(f"    v{v.id} = empty({tuple(int(d) for d in v.shape)!r}, {const(v.dtype.np)})")
             args = [names[key] if a.buffers[key].value.shape else f"asarray({names[key]})"

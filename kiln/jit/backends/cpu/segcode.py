@@ -178,7 +178,7 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tupl
             elif id(node) in a.forms:
                 functions[id(node)] = f"kiln_loop_{tag}"
                 elem_fns.append(render_function(node.prim.group, list(a.forms[id(node)][1]), functions[id(node)],
-                                                "static"))
+                                                "static", a.in_place.get(id(node))))
             elif node.prim.name == "full":
                 functions[id(node)] = tag
                 value = np.full((), node.params["value"], dtype=node.out.dtype.np)

@@ -72,6 +72,7 @@ class Analysis:
     arena_bytes: int = 0
     scratch_offset: int = 0  # where row kernels' scratch rows start in the arena
     native_outputs: dict[int, list[Value]] = field(default_factory=dict)  # id(native node) -> values it writes
+    in_place: dict[int, int] = field(default_factory=dict)  # id(elementwise node) -> the input it overwrites
     held_layouts: dict[int, Layout] = field(default_factory=dict)  # value id -> layout, for arrays Python holds
     # (graph inputs, NumPy results) that are not C-contiguous
 
@@ -309,18 +310,67 @@ def _schedule(a: Analysis) -> list[Node]:
 
 
 # ---- memory ---------------------------------------------------------------------------------
+def _escaping(a: Analysis) -> set[int]:
+    """Buffers a plan output or state write may share memory with."""
+    out: set[int] = set()
+    for v in [*a.graph.outputs, *(w.value for w in a.graph.state_writes)]:
+        out |= a.aliases[v.id]
+    return out
+
+
+def _last_uses(a: Analysis) -> dict[int, int]:
+    """Buffer -> the last schedule step that reads it (through any value that may share its memory)."""
+    last: dict[int, int] = {}
+    for i, n in enumerate(a.order):
+        for v in _reads(n):
+            for key in a.aliases.get(v.id, ()):
+                last[key] = max(last.get(key, -1), i)
+    return last
+
+
+def _reads(node: Node) -> list[Value]:
+    return list(node.prim.group.inputs) if isinstance(node.prim, RowKernel) else list(node.inputs)
+
+
+def _in_place(a: Analysis) -> None:
+    """Let an elementwise group write over a full-size operand it reads last (a GEMM's output under its
+    bias and activation, say): one buffer and one pass over memory fewer, the same arithmetic.
+
+    The operand must be a native result of the group's shape and dtype, read directly (not through a
+    view), by nothing after this node, and not itself an output. The group's result then owns that
+    buffer (and makes it fresh when the result leaves the plan).
+    """
+    escaping = _escaping(a)
+    last = _last_uses(a)
+    for i, n in enumerate(a.order):
+        if a.kinds[id(n)] != "native" or id(n) not in a.forms:
+            continue
+        _split, forms = a.forms[id(n)]
+        for k, v in enumerate(n.inputs):
+            key = a.root.get(v.id)
+            if forms[k] != "full" or key != v.id or a.buffers[key].kind != "arena" or key in escaping:
+                continue
+            if v.dtype.name != n.out.dtype.name or tuple(v.shape) != tuple(n.out.shape) or last.get(key) != i:
+                continue
+            out = n.out.id
+            del a.buffers[out]
+            for vid, r in a.root.items():  # the result and every view of it now live in the operand's buffer
+                if r == out:
+                    a.root[vid] = key
+            for vid, shared in a.aliases.items():
+                if out in shared:
+                    a.aliases[vid] = (shared - {out}) | {key}
+            last[key] = max(i, last.get(out, i))
+            a.in_place[id(n)] = k
+            break
+
+
 def _place(a: Analysis) -> None:
     """Fresh or arena for every native buffer; arena offsets by liveness (see the module docstring)."""
-    graph = a.graph
-    escaping: set[int] = set()
-    for v in [*graph.outputs, *(w.value for w in graph.state_writes)]:
-        escaping |= a.aliases[v.id]
+    _in_place(a)
+    escaping = _escaping(a)
+    last = _last_uses(a)
     step = {id(n): i for i, n in enumerate(a.order)}
-    last: dict[int, int] = {}
-    for n in a.order:
-        for v in n.inputs:
-            for key in a.aliases.get(v.id, ()):
-                last[key] = max(last.get(key, -1), step[id(n)])
     intervals = []
     scratch = 0
     for n in a.order:
@@ -329,6 +379,8 @@ def _place(a: Analysis) -> None:
         if isinstance(n.prim, RowKernel):
             scratch = max(scratch, n.prim.group.space.inner * 8)
         for v in a.native_outputs[id(n)]:
+            if a.root[v.id] != v.id:
+                continue  # written in place over an operand's buffer
             buf = a.buffers[v.id]
             if v.id in escaping:
                 buf.kind = "fresh"
