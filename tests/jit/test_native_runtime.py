@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+import zlib
 
 import numpy as np
 import pytest
@@ -301,13 +302,13 @@ def test_the_runtime_can_be_turned_off(monkeypatch):
 
 
 # ---- sums over leading axes -------------------------------------------------------------------
-@pytest.mark.parametrize("shape, axes", [((16, 10), (0,)), ((5, 3, 7), (0, 1)), ((3, 8192), (0,)),
+@pytest.mark.parametrize("shape, axes", [((16, 10), (0,)), ((5, 3, 7), (0, 1)), ((3, 8192), (0,)), ((8, 1), (0,)), ((300, 1, 1), (0,)),
                                          ((1, 6), (0,)), ((0, 4), (0,)), ((9, 2, 5), (0,))])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_leading_axis_sums_add_in_numpys_order(shape, axes, dtype):
     rng = np.random.default_rng(0)
     data = (rng.standard_normal(shape) * 1e3).astype(dtype)
-    if data.size:
+    if data.size and data[(0,) * len(axes)].size > 1:
         kept = data[(0,) * len(axes)]
         kept.reshape(-1)[::2] = -0.0  # columns of -0.0 only: the sum is +0.0 when it starts from 0, as NumPy's
         data[...] = np.where(kept == 0, -0.0, data)
@@ -489,3 +490,71 @@ def test_the_object_probe_reads_this_python():
     layout = objects.object_layout()
     assert layout is not None and objects.layout_problem() is None
     assert layout.array_data == object.__basicsize__
+
+
+# ---- a differential test: templates over random shapes, layouts and special values -----------
+def _layout(base: np.ndarray, kind: str, shape: tuple) -> kiln.Tensor:
+    """A tensor of `shape` whose array is contiguous, a transposed view, an offset slice, or a strided slice."""
+    if kind == "T":
+        return kiln.tensor(np.ascontiguousarray(base[: shape[-1] * shape[0]].reshape(shape[::-1]))).T
+    if kind == "offset":
+        big = kiln.tensor(base[: (shape[0] + 1) * max(shape[1], 1)].reshape(shape[0] + 1, max(shape[1], 1)))
+        return big[1:, : shape[1]]
+    if kind == "step":
+        big = kiln.tensor(base[: shape[0] * shape[1] * 2].reshape(shape[0], shape[1] * 2))
+        return big[:, ::2]
+    return kiln.tensor(base[: shape[0] * shape[1]].reshape(shape))
+
+
+TEMPLATES = {
+    "linear relu": lambda x, w, b, y: ((x @ w) + b).relu(),
+    "linear and sums": lambda x, w, b, y: ((x @ w) * b - 1.0).sum(0) + (x @ w).sum(-1).sum(),
+    "softmax rows": lambda x, w, b, y: (x - x.amax(-1, keepdim=True)).exp() / (x - x.amax(-1, keepdim=True)).exp().sum(-1, keepdim=True),
+    "where max": lambda x, w, b, y: kiln.where(x > y, kiln.maximum(x, y), x * y - 2.5),
+    "gram": lambda x, w, b, y: x @ x.T + y @ y.T,
+    "views": lambda x, w, b, y: (x.T.reshape(-1) * 2.0).reshape(x.shape[1], x.shape[0]) @ y,
+    "broadcast": lambda x, w, b, y: (x.unsqueeze(-1) * w.unsqueeze(0)).sum(1) + b,
+    "layer norm": lambda x, w, b, y: F.layer_norm(x @ w, (w.shape[1],)) * b,
+}
+
+
+def _draw(rng, template: str, dtype: str):
+    m, n, k = (int(rng.choice([0, 1, 2, 3, 5, 8])) for _ in range(3))
+    if template in ("views", "gram", "where max", "softmax rows") and m * n == 0:
+        m, n = 3, 4
+    if template == "layer norm":
+        k = max(k, 2)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3e38], np.float64)
+
+    def base(size):
+        a = rng.standard_normal((size + 16) * 3) * float(rng.choice([1e-3, 1.0, 1e3]))
+        if rng.random() < 0.5:
+            a[rng.integers(0, a.size, 2)] = rng.choice(specials, 2)
+        return a.astype(dtype)
+
+    kinds = ["C", "T", "offset", "step"]
+    x = _layout(base(m * n), str(rng.choice(kinds)), (m, n))
+    w = _layout(base(n * k), str(rng.choice(kinds)), (n, k))
+    y_shape = (m, n) if template != "views" else (m, k)
+    y = _layout(base(y_shape[0] * y_shape[1]), str(rng.choice(kinds)), y_shape)
+    b = kiln.tensor(base(k)[:k])
+    return x, w, b, y
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("template", list(TEMPLATES))
+def test_templates_on_random_shapes_layouts_and_special_values(template, dtype):
+    fn = TEMPLATES[template]
+    rng = np.random.default_rng(zlib.crc32(f"{template} {dtype}".encode()))
+    for draw in range(3):
+        args = _draw(rng, template, dtype)
+        try:
+            with np.errstate(all="ignore"):
+                want = fn(*args)
+        except (ValueError, IndexError, RuntimeError):  # shapes a template cannot take (e.g. an empty max)
+            continue
+        compiled, interp = kiln.compile(fn, backend="cpu"), kiln.compile(fn, backend="interpret")
+        with kiln.no_grad():
+            for _ in range(2):
+                assert_bitwise(compiled(*args).numpy(), interp(*args).numpy(), f"{template} draw {draw}")
+        assert_bitwise(compiled(*args).numpy(), want.numpy(), f"{template} draw {draw} vs eager")

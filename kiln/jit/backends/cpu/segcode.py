@@ -12,7 +12,8 @@ fit, then runs its nodes in schedule order:
   of both signs) makes the segment return 2 + the kernel's number in the plan;
 * a matmul: NumPy's BLAS call (gemm.py), one per batch index;
 * a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
-  (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``);
+  (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``), except a single
+  column, which NumPy sums as the contiguous run it is: pairwise, as a row kernel does;
 * ``full``: a fill loop.
 
 Constants (literal graph inputs, fill values) are written into the source by their bits,
@@ -143,7 +144,12 @@ class _Segment:
         rows, cols = colsum_rows(node)  # type: ignore[misc]
         ctype = C_TYPES[node.out.dtype.name]
         x, o = self.pointer(node.inputs[0]), self.pointer(node.out)
-        first = f"x[j]" if needs_sequential(node) else f"({ctype})0 + x[j]"
+        sequential = needs_sequential(node)
+        if cols == 1 and rows > 1 and not sequential:
+            # one column: NumPy reduces the contiguous run itself, pairwise, into a zeroed output
+            suffix = "f" if ctype == "float" else ""
+            return [f"    {o}[0] = ({ctype})0 + kiln_pairwise_sum{suffix}({x}, {rows});"]
+        first = "x[j]" if sequential else f"({ctype})0 + x[j]"
         if rows == 0:
             first = f"({ctype})0"
         return ["    {",
@@ -197,9 +203,10 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tupl
              "#include <stddef.h>", layout.defines(), C_READERS]
     if uses_blas:
         parts.append(blas_prelude(blas_int))  # type: ignore[arg-type]
-    if rows_fns:
-        parts += [_GCC_ONLY, "#pragma GCC push_options", "#endif", ROW_PRELUDE, *rows_fns,
-                  _GCC_ONLY, "#pragma GCC pop_options", "#endif"]
+    # the row prelude (its pairwise sum also serves one-column sums), with its vector-width preference
+    # kept to the row kernels
+    parts += [_GCC_ONLY, "#pragma GCC push_options", "#endif", ROW_PRELUDE, *rows_fns,
+              _GCC_ONLY, "#pragma GCC pop_options", "#endif"]
     parts += elem_fns + consts + [seg.render() for seg in segments]
     parts.append("\n".join([
         f"void {SETUP}(void *const *blas, void *const *types) {{",
