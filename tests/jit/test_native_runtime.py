@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+import warnings
 import zlib
 
 import numpy as np
@@ -558,3 +559,26 @@ def test_templates_on_random_shapes_layouts_and_special_values(template, dtype):
             for _ in range(2):
                 assert_bitwise(compiled(*args).numpy(), interp(*args).numpy(), f"{template} draw {draw}")
         assert_bitwise(compiled(*args).numpy(), want.numpy(), f"{template} draw {draw} vs eager")
+
+
+def test_a_compiler_that_breaks_later_costs_one_warning_and_no_error(monkeypatch):
+    def f(x, w):
+        return (x @ w + 1.0).relu()
+
+    compiled = kiln.compile(f, backend="cpu")
+    x, w = kiln.randn(4, 3), kiln.randn(5, 3)
+    with kiln.no_grad():
+        compiled(x, w.T.contiguous())
+        compiled(x, w.T.contiguous())  # the plan and its first variant exist
+
+        def broken(*args, **kwargs):
+            raise toolchain.CompilerUnavailable("the compiler went away")
+
+        monkeypatch.setattr(toolchain, "build", broken)
+        with pytest.warns(RuntimeWarning, match="new input layouts"):
+            got = compiled(x, w.T)  # a new layout: no variant can be made
+        assert_bitwise(got.numpy(), f(x, w.T).numpy(), "after the compiler broke")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert_bitwise(compiled(x, w.T).numpy(), f(x, w.T).numpy(), "again, quietly")
+            assert_bitwise(compiled(x, w.T.contiguous()).numpy(), f(x, w.T).numpy(), "the old layout")

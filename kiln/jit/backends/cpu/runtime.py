@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import re
 import threading
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -44,6 +45,7 @@ from .fusing import fuse
 from .objects import descr_table, layout_problem, object_layout
 from .segcode import SETUP, render_plan
 from .segment import Analysis, analyze
+from .toolchain import CompilerUnavailable
 from .views import Layout
 
 MAX_VARIANTS = 4  # input layouts one plan generates code for before it leaves new ones to the reference
@@ -283,6 +285,7 @@ class NativePlan:
         self._lock = threading.Lock()
         self.fallback_calls = 0
         self.observed_calls = 0
+        self._stop_variants = False
         self.variants = [Variant(self, analysis)]
         self._current = self.variants[0].run
         watched = {v.id for v in fused.inputs}
@@ -337,9 +340,14 @@ class NativePlan:
             return outs, writes
         with self._lock:
             match = next((v for v in self.variants if v.matches(layouts)), None)
-            if match is None and len(self.variants) < MAX_VARIANTS:
-                match = Variant(self, analyze(self.graph, layouts))
-                self.variants.append(match)
+            if match is None and len(self.variants) < MAX_VARIANTS and not self._stop_variants:
+                try:
+                    match = Variant(self, analyze(self.graph, layouts))
+                    self.variants.append(match)
+                except CompilerUnavailable as exc:  # the compiler broke since lowering: keep what there is
+                    self._stop_variants = True
+                    warnings.warn(f"kiln: could not generate code for new input layouts ({exc}); calls with "
+                                  "those layouts run in Python", RuntimeWarning, stacklevel=2)
             if match is not None:
                 self._current = match.run  # (already running: something else failed, e.g. a dtype)
         return outs, writes
