@@ -34,6 +34,7 @@ needs_blas = pytest.mark.skipif(blas.numpy_blas() is None, reason="NumPy's BLAS 
 def kernel_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
+    runtime._made.clear()  # every plan here is made eagerly (see test_a_new_shape_every_call...)
     return tmp_path
 
 
@@ -225,6 +226,36 @@ def test_threads_calling_one_plan_at_once_get_their_own_results():
     assert not errors, errors[0]
     plan = compiled.cache_entries[0].plan
     assert plan.fallback_calls == 0 and plan.observed_calls == 0
+
+
+def test_a_new_shape_every_call_compiles_only_the_first_plans(monkeypatch):
+    """Past EAGER_PLANS plans of one structure, a plan runs its first call in Python and generates
+    its code at its second call: a function fed a new shape on every call stops paying a compile."""
+    builds = []
+    real_build = toolchain.build
+
+    def counting(source, *args, **kwargs):
+        builds.append(len(source))
+        return real_build(source, *args, **kwargs)
+
+    def f(x):
+        return (x * 2.0).relu().sum(0)
+
+    compiled = kiln.compile(f, backend="cpu", max_cache_entries=64)
+    monkeypatch.setattr(toolchain, "build", counting)
+    with kiln.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # kiln's advice to use dynamic_dims
+        for n in range(1, 21):  # each shape: the trace, then one replay
+            x = kiln.randn(n, 3)
+            compiled(x)
+            assert_bitwise(compiled(x).numpy(), f(x).numpy(), f"shape {n}")
+        assert len(builds) == runtime.EAGER_PLANS
+        x = kiln.randn(20, 3)
+        assert_bitwise(compiled(x).numpy(), f(x).numpy(), "a lazy plan's second call")
+        assert len(builds) == runtime.EAGER_PLANS + 1
+    plan = compiled.cache_entries[-1].plan
+    assert plan.lazy and len(plan.variants) == 1 and plan.observed_calls == 1
+    assert_bitwise(compiled(x).numpy(), f(x).numpy(), "and its third")
 
 
 def test_a_returned_parameter_is_a_copy():

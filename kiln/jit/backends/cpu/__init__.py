@@ -21,7 +21,7 @@ import warnings
 
 from ...ir import Graph
 from ..interpret import Plan
-from . import toolchain
+from . import runtime, toolchain
 from .codegen import FusedElementwise
 from .fusing import fuse, fuse_elementwise, fuse_rows
 from .rowcode import RowKernel
@@ -36,9 +36,11 @@ _warned = False  # the fallback warning is given once per process
 
 
 def _reset_state() -> None:
-    """Forget the fallback warning and the toolchain's per-process state (for tests)."""
+    """Forget the fallback warning, the count of native plans made, and the toolchain's per-process
+    state (for tests)."""
     global _warned
     _warned = False
+    runtime._made.clear()
     toolchain._reset_state()
 
 

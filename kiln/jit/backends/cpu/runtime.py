@@ -26,6 +26,10 @@ backend's Python replay of the same graph, built on first need.
 Memory: plan outputs never share memory with the arena, so a later call cannot
 overwrite a result a caller holds; each thread has its own arena, so threads may call
 one plan at once.
+
+Code is generated when the plan is made, except for plans of a structure this process
+has already made EAGER_PLANS of (a function fed a new shape on every call): those run
+their first call in Python and generate code at their second (`plan_for`).
 """
 from __future__ import annotations
 
@@ -277,7 +281,8 @@ class NativePlan:
 
     backend = "cpu"
 
-    def __init__(self, graph: Graph, fused: Graph, analysis: Analysis, reference: Callable[[], Any]):
+    def __init__(self, graph: Graph, fused: Graph, analysis: Analysis, reference: Callable[[], Any],
+                 lazy: bool = False):
         self.original = graph
         self.graph = fused
         self._make_reference = reference
@@ -286,28 +291,64 @@ class NativePlan:
         self.fallback_calls = 0
         self.observed_calls = 0
         self._stop_variants = False
-        self.variants = [Variant(self, analysis)]
-        self._current = self.variants[0].run
+        self._first_analysis = analysis
+        self._seen: dict[int, Layout] | None = None
         watched = {v.id for v in fused.inputs}
         watched |= {n.out.id for n in fused.nodes if analysis.kinds[id(n)] == "python"}
         self._observer = Observer(graph, watched)
+        self.variants: list[Variant] = []
+        self.lazy = lazy
+        if lazy:
+            self._current = self._first_call
+        else:
+            self.variants.append(Variant(self, analysis))
+            self._current = self.variants[0].run
+
+    def _first_call(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
+        """A lazy plan's first call, run by the Observer; the layouts it saw serve the second call."""
+        self.observed_calls += 1
+        outs, writes, self._seen = self._observer.run(inputs)
+        self._current = self._second_call
+        return outs, writes
+
+    def _second_call(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
+        """A lazy plan's second call: the code is generated now, for the layouts the first call saw."""
+        self._ensure_variant(self._seen or {})
+        return self._current(inputs, dims)
+
+    def _ensure_variant(self, layouts: dict[int, Layout]) -> None:
+        with self._lock:
+            if self.variants:
+                return
+            try:
+                analysis = analyze(self.graph, layouts) if layouts else self._first_analysis
+                self.variants.append(Variant(self, analysis))
+                self._current = self.variants[0].run
+            except CompilerUnavailable as exc:
+                self._stop_variants = True
+                warnings.warn(f"kiln: could not generate code for a plan ({exc}); it runs in Python",
+                              RuntimeWarning, stacklevel=3)
+                self._current = self._fallback
 
     @property
     def analysis(self) -> Analysis:
-        return self.variants[0].analysis
+        return self.variants[0].analysis if self.variants else self._first_analysis
 
     @property
     def source(self) -> str:
+        self._ensure_variant({})
         return "\n".join(v.source for v in self.variants)
 
     @property
     def driver(self) -> str:
+        self._ensure_variant({})
         return "\n".join(v.driver for v in self.variants)
 
     @property
     def current(self) -> Variant:
         """The variant the next call runs first (the one for the layouts seen last)."""
-        return next(v for v in self.variants if v.run is self._current)
+        self._ensure_variant({})
+        return next((v for v in self.variants if v.run is self._current), self.variants[0])
 
     @property
     def segments(self) -> int:
@@ -373,12 +414,29 @@ def native_problem(graph: Graph) -> str | None:
     return None
 
 
+EAGER_PLANS = 8  # native plans made eagerly per graph structure in a process; later ones are lazy
+_made: dict[tuple, int] = {}
+
+
+def _structure(graph: Graph) -> tuple:
+    """A graph's ops and inputs without their shapes: what plans for one function at many shapes share."""
+    return len(graph.inputs), tuple(node.prim.name for node in graph.nodes)
+
+
 def plan_for(graph: Graph, reference: Callable[[], Any]) -> NativePlan | None:
-    """A NativePlan for `graph`, or None when no node of it would run natively (or it cannot here)."""
+    """A NativePlan for `graph`, or None when no node of it would run natively (or it cannot here).
+
+    Generating code costs a compiler run (some 50 ms and up) per plan. A function called with a
+    new shape on every call (without dynamic_dims) would pay it on every call, for a plan that
+    runs once: so past EAGER_PLANS plans of one structure, a plan is *lazy*: its first call runs
+    in Python, and its code is generated at its second call (for the layouts the first saw).
+    """
     if native_problem(graph) is not None:
         return None
     fused = fuse(graph, min_elements=1, min_nodes=1)
     analysis = analyze(fused)
     if not any(kind == "segment" for kind, _ in analysis.units()):
         return None
-    return NativePlan(graph, fused, analysis, reference)
+    key = _structure(graph)
+    _made[key] = _made.get(key, 0) + 1
+    return NativePlan(graph, fused, analysis, reference, lazy=_made[key] > EAGER_PLANS)
