@@ -4,11 +4,11 @@ The MLP 784-256-256-10 with SGD (momentum 0.9) at batch 1, 16 and 128, and the
 `kiln.models.gpt` of the `compile` workload with AdamW, each as
 
 - kiln eager: zero_grad, forward, cross_entropy, backward, step, all eager;
-- compiled module: ``kiln.compile(model)``, loss and optimizer eager (the reference docs' pattern);
+- compiled module: ``kiln.compile(model)``, loss and optimizer eager (the common pattern);
 - whole step: ``kiln.compile(train_step)`` with all of it inside (one plan);
 - torch eager, and jax.jit of the same SGD-momentum step (when installed).
 
-Targets (issue 10): whole step B=1 <= 0.5x jax.jit; whole step B=16 and the compiled
+Targets: whole step B=1 <= 0.5x jax.jit; whole step B=16 and the compiled
 module B=16 at least 5x and 4x faster than kiln eager; whole step B=128 <= 0.8x torch
 eager; the GPT whole step (AdamW) <= 0.8x torch eager. Run it with OPENBLAS_CORETYPE
 and OPENBLAS_L2_SIZE unset. Times are medians; "*" marks a noisy one.
