@@ -77,12 +77,7 @@ class Adadelta(Optimizer):
         neg_lr, rho, eps = -group["lr"], group["rho"], group["eps"]
         weight_decay, maximize = group["weight_decay"], group["maximize"]
         keep = 1.0 - rho
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:
                 param_state["step"] = step_state()
                 param_state["square_avg"] = zeros_state(p)
@@ -134,12 +129,7 @@ class Adadelta(Optimizer):
         """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""
         lr, rho, eps = group["lr"], group["rho"], group["eps"]
         weight_decay, maximize = group["weight_decay"], group["maximize"]
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:
                 param_state["step"] = traced.step_state()
                 param_state["square_avg"] = traced.zeros_state(p)

@@ -69,12 +69,7 @@ class Adagrad(Optimizer):
     def _update_group(self, group: dict[str, Any]) -> None:
         lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
         weight_decay, maximize = group["weight_decay"], group["maximize"]
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:  # a parameter added with add_param_group after construction
                 _init_state(param_state, p, group["initial_accumulator_value"])
             step = advance_step(param_state["step"])
@@ -113,12 +108,7 @@ class Adagrad(Optimizer):
         """`_update_group` in kiln ops (traced by kiln.compile; the same operations, so the same rounding)."""
         lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
         weight_decay, maximize = group["weight_decay"], group["maximize"]
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:
                 param_state["step"] = traced.step_state()
                 param_state["sum"] = full_like(p, group["initial_accumulator_value"])

@@ -84,12 +84,7 @@ class Adam(Optimizer):
         amsgrad, maximize = group["amsgrad"], group["maximize"]
         decoupled = group.get("decoupled_weight_decay", False)
         shrink = 1.0 - lr * weight_decay  # decoupled decay: p *= shrink
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:
                 _init_state(param_state, p, amsgrad)
             data = p._data
@@ -156,12 +151,7 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         amsgrad, maximize = group["amsgrad"], group["maximize"]
         decoupled = group.get("decoupled_weight_decay", False)
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:
                 param_state["step"] = traced.step_state()
                 param_state["exp_avg"] = traced.zeros_state(p)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import numpy as np
 
@@ -209,6 +209,14 @@ class Optimizer:
             subgroup = dict(group)
             subgroup["params"] = rest
             self._update_group(subgroup)
+
+    def _with_grads(self, group: dict[str, Any]) -> Iterator[tuple[Tensor, Tensor, dict[str, Any]]]:
+        """(param, its grad, its state dict) for each parameter of `group` that has a gradient."""
+        state = self.state
+        for p in group["params"]:
+            g = p.grad
+            if g is not None:
+                yield p, g, state[p]
 
     def _update_group(self, group: dict[str, Any]) -> None:
         """Apply one update to the parameters of `group` that have a gradient."""

@@ -85,12 +85,7 @@ class RMSprop(Optimizer):
         neg_lr, alpha, eps = -group["lr"], group["alpha"], group["eps"]
         weight_decay, momentum = group["weight_decay"], group["momentum"]
         centered, maximize = group["centered"], group["maximize"]
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:
                 _init_state(param_state, p, momentum, centered)
             data = p._data
@@ -158,12 +153,7 @@ class RMSprop(Optimizer):
         weight_decay, momentum = group["weight_decay"], group["momentum"]
         centered, maximize = group["centered"], group["maximize"]
         neg_lr = -group["lr"]
-        state = self.state
-        for p in group["params"]:
-            g = p.grad
-            if g is None:
-                continue
-            param_state = state[p]
+        for p, g, param_state in self._with_grads(group):
             if not param_state:
                 param_state["step"] = traced.step_state()
                 param_state["square_avg"] = traced.zeros_state(p)
