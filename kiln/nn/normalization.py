@@ -14,6 +14,25 @@ from .module import Module
 from .parameter import Parameter
 
 
+def _affine_parameters(module: Module, shape: tuple, affine: bool, bias: bool, dtype: Any, device: Any) -> None:
+    """`weight` (ones) and `bias` (zeros) of `shape` when `affine`, else both registered as None."""
+    if affine:
+        module.weight = Parameter(ones(*shape, dtype=dtype, device=device))
+    else:
+        module.register_parameter("weight", None)
+    if affine and bias:
+        module.bias = Parameter(zeros(*shape, dtype=dtype, device=device))
+    else:
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module: Module) -> None:
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims.
 
@@ -30,21 +49,10 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(int(d) for d in normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(ones(*self.normalized_shape, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(zeros(*self.normalized_shape, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype, device)
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -73,21 +81,10 @@ class GroupNorm(Module):
         self.num_channels = int(num_channels)
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(ones(self.num_channels, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(zeros(self.num_channels, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (self.num_channels,), affine, bias, dtype, device)
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002
         if input.ndim < 2 or input.shape[1] != self.num_channels:
