@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import stat
 import sys
+import time
 import traceback
 from types import TracebackType
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 from .process_group import ProcessGroup
 
 STATUS_DIR_VARIABLE = "KILN_DIST_STATUS_DIR"
+DRAIN_SECONDS = 5.0  # how long a failing rank waits for the launcher to read its error message
 
 _previous_hook: Any = None
 _group: ProcessGroup | None = None
@@ -47,7 +50,36 @@ def _on_uncaught(kind: type[BaseException], value: BaseException, tb: TracebackT
     _failed = True
     write_status(group.rank, f"failed: {summary}")
     sys.stdout.flush()
+    drain_output(DRAIN_SECONDS)
     group.comm.Abort(1)
+
+
+def _unread_bytes(fd: int) -> int:
+    """Bytes written to pipe `fd` that its reader has not read yet (0 for anything but a pipe)."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return 0
+        import array  # noqa: PLC0415 - only a failing rank needs these
+        import fcntl  # noqa: PLC0415
+        import termios  # noqa: PLC0415
+
+        count = array.array("i", [0])
+        fcntl.ioctl(fd, termios.FIONREAD, count, True)
+        return count[0]
+    except (OSError, ImportError, ValueError):
+        return 0
+
+
+def drain_output(limit: float, fds: tuple[int, ...] = (1, 2)) -> None:
+    """Wait (up to `limit` seconds) until mpiexec has read everything this rank wrote to `fds`.
+
+    MPI_Abort makes mpiexec tear the job down at once; output still sitting in the pipe
+    to mpiexec is then lost, error message included. So a failing rank first waits for
+    those pipes to empty, which takes milliseconds unless mpiexec has stopped reading.
+    """
+    deadline = time.monotonic() + limit
+    while any(_unread_bytes(fd) for fd in fds) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def _on_exit() -> None:

@@ -81,8 +81,12 @@ def init_process_group(backend: str = "mpi", timeout: timedelta | float | None =
     _group = group
     if group.comm is not None:
         from .faults import install_abort_on_error  # noqa: PLC0415 - cycle: faults reads the group
+        from .waiting import wait  # noqa: PLC0415
 
         install_abort_on_error(group)
+        # No rank leaves init before every rank has armed its abort and told the launcher it
+        # runs: a rank that fails at once then stops the others with their state on record.
+        wait(group.comm.Ibarrier(), "init_process_group", group)
 
 
 def is_initialized() -> bool:

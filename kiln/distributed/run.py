@@ -75,6 +75,9 @@ def rank_report(status_dir: str, nproc: int) -> list[str]:
         elif status == "running":
             culprit = f"rank {failed[0]} failed" if failed else "the job failed"
             text = f"stopped: aborted because {culprit}"
+        elif failed:
+            text = (f"stopped: aborted because rank {failed[0]} failed, before this rank reached "
+                    "init_process_group (or it ran on another machine)")
         else:
             text = "no report (it did not call init_process_group, or ran on another machine)"
         out.append(f"kiln.distributed.run: rank {rank}: {text}")

@@ -81,3 +81,39 @@ def test_launcher_rejects_bad_arguments(args, tmp_path, capsys):
     assert main([*args, str(script)]) == 2
     err = capsys.readouterr().err
     assert "-n must be at least 1" in err or "hostfile '/nonexistent/hosts' does not exist" in err
+
+
+def test_launcher_report_names_the_failed_rank_for_every_rank(tmp_path):
+    from kiln.distributed.run import rank_report
+
+    (tmp_path / "rank1").write_text("failed: ValueError: boom")
+    (tmp_path / "rank2").write_text("running")
+    lines = rank_report(str(tmp_path), 3)
+    assert lines[0].startswith("kiln.distributed.run: rank 0: stopped: aborted because rank 1 failed, before")
+    assert lines[1] == "kiln.distributed.run: rank 1: failed: ValueError: boom"
+    assert lines[2] == "kiln.distributed.run: rank 2: stopped: aborted because rank 1 failed"
+
+
+def test_a_failing_rank_waits_until_its_output_was_read():
+    """Abort tears the job down at once, so the error message must have left the pipe before it."""
+    import os
+    import threading
+
+    from kiln.distributed.faults import _unread_bytes, drain_output
+
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, b"kiln.distributed: rank 1 of 2 failed\n")
+        assert _unread_bytes(write_fd) > 0
+        drain_output(0.05, fds=(write_fd,))  # nobody reads: it gives up after the limit
+        assert _unread_bytes(write_fd) > 0
+        got: list[bytes] = []
+        reader = threading.Timer(0.2, lambda: got.append(os.read(read_fd, 1024)))
+        reader.start()
+        drain_output(30, fds=(write_fd,))
+        assert _unread_bytes(write_fd) == 0  # it returned once the reader had taken everything
+        reader.join()
+        assert got == [b"kiln.distributed: rank 1 of 2 failed\n"]
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
