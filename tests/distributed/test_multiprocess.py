@@ -83,17 +83,6 @@ def test_launcher_rejects_bad_arguments(args, tmp_path, capsys):
     assert "-n must be at least 1" in err or "hostfile '/nonexistent/hosts' does not exist" in err
 
 
-def test_launcher_report_names_the_failed_rank_for_every_rank(tmp_path):
-    from kiln.distributed.run import rank_report
-
-    (tmp_path / "rank1").write_text("failed: ValueError: boom")
-    (tmp_path / "rank2").write_text("running")
-    lines = rank_report(str(tmp_path), 3)
-    assert lines[0].startswith("kiln.distributed.run: rank 0: stopped: aborted because rank 1 failed, before")
-    assert lines[1] == "kiln.distributed.run: rank 1: failed: ValueError: boom"
-    assert lines[2] == "kiln.distributed.run: rank 2: stopped: aborted because rank 1 failed"
-
-
 def test_a_failing_rank_waits_until_its_output_was_read():
     """Abort tears the job down at once, so the error message must have left the pipe before it."""
     import os

@@ -244,5 +244,9 @@ def test_launcher_command_and_report(tmp_path):
         "kiln.distributed.run: rank 0: stopped: aborted because rank 1 failed",
         "kiln.distributed.run: rank 1: failed: KeyError: 'x'",
         "kiln.distributed.run: rank 2: finished",
-        "kiln.distributed.run: rank 3: no report (it did not call init_process_group, or ran on another machine)",
+        "kiln.distributed.run: rank 3: stopped: aborted because rank 1 failed, before this rank reached "
+        "init_process_group (or it ran on another machine)",
     ]
+    (tmp_path / "rank1").write_text("ok")
+    assert rank_report(str(tmp_path), 4)[3] == (
+        "kiln.distributed.run: rank 3: no report (it did not call init_process_group, or ran on another machine)")
