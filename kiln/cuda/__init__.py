@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..device import _cuda_module, cuda_is_available
+from ..device import _cuda_module, cuda_is_available, gpu_count
 from . import amp
 
 __all__ = ["amp", "current_device", "device_count", "empty_cache", "get_device_name", "is_available",
@@ -26,9 +26,7 @@ def is_available() -> bool:
 
 def device_count() -> int:
     """How many GPUs CuPy sees (0 without CuPy or a GPU)."""
-    if not cuda_is_available():
-        return 0
-    return int(_cuda_module().cuda.runtime.getDeviceCount())
+    return gpu_count()
 
 
 def _check_seed(seed: Any, where: str) -> int:

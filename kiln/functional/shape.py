@@ -421,13 +421,9 @@ def contiguous(x: Tensor) -> Tensor:
 
 
 def to_device(x: Tensor, device: Any) -> Tensor:
-    """Move x to another device (copy); gradients flow back."""
-    if x.requires_grad:
-        raise NotImplementedError(
-            f"moving a tensor that requires grad from {x.device} to {device} is not supported yet; "
-            "create the tensor on the target device, or detach() it first"
-        )
-    data = device.xp.asarray(x._data) if device.type != "cpu" else x._data.get()
-    return Tensor._wrap(data, device)
+    """Move x to another device (a copy); gradients flow back to x's device (kiln.device.transfer)."""
+    from ..device import transfer  # noqa: PLC0415
+
+    return transfer(x, device)
 
 

@@ -20,7 +20,7 @@ __all__ = ["CompiledFunction", "DynamicJITFunction", "JITFunction", "JITModule",
 
 def compile(target: Any = None, *, fullgraph: bool = False, max_cache_entries: int | None = None,  # noqa: A001
             max_cache_size: int | None = None, eviction: str = "lru", dynamic_dims: Any = None,
-            backend: str = "auto", passes: list | None = None) -> Any:
+            backend: Any = "auto", passes: list | None = None, auto_device: bool = False) -> Any:
     """Compile an nn.Module (-> JITModule) or a callable (-> JITFunction).
 
     >>> model = kiln.compile(kiln.models.mlp())
@@ -29,9 +29,16 @@ def compile(target: Any = None, *, fullgraph: bool = False, max_cache_entries: i
     A bound method of a module (``kiln.compile(model.forward)``) is keyed on the
     module's training mode, structure and parameters, like ``kiln.compile(model)``.
     Without a target, returns a decorator.
+
+    ``backend`` is "auto", "cpu", "interpret" or a backend object such as
+    ``kiln.jit.backends.cuda.CUDACompiler(dtype="float16")`` (which needs a GPU).
+    ``auto_device=True`` moves CPU tensor arguments to the GPU before each call when
+    ``kiln.cuda.is_available()``; without a GPU it does nothing. A module's parameters
+    are not moved: call ``model.to("cuda")`` first.
     """
     options = dict(fullgraph=fullgraph, max_cache_entries=max_cache_entries, max_cache_size=max_cache_size,
-                   eviction=eviction, dynamic_dims=dynamic_dims, backend=backend, passes=passes)
+                   eviction=eviction, dynamic_dims=dynamic_dims, backend=backend, passes=passes,
+                   auto_device=auto_device)
     if target is None:
         return lambda fn: compile(fn, **options)
     from ..nn.module import Module  # noqa: PLC0415 - kiln.nn imports kiln.jit

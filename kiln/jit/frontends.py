@@ -4,9 +4,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ..device import cuda_is_available
+from ..device import to_gpu
 from ..ops.primitive import trace_state
-from ..tensor import Tensor
 from . import debug
 from .function import JITFunction
 from .ir import Graph
@@ -14,23 +13,16 @@ from .passes import DeadNodeElim, NoGradStrip, Pipeline, inference_pipeline, run
 from .trace import trace
 
 
-def _to_accelerator(args: tuple) -> tuple:
-    if not cuda_is_available():
-        return args
-    return tuple(a.to("cuda") if isinstance(a, Tensor) and a.device.type == "cpu" else a for a in args)
-
-
 class DynamicJITFunction(JITFunction):
     """djit: retrace on every call (data-dependent Python works) and reuse plans by graph structure."""
 
     def __init__(self, fn: Callable, show_graph: bool = False, auto_device: bool = True):
-        super().__init__(fn, show_graph=show_graph)
-        self.auto_device = auto_device
+        super().__init__(fn, show_graph=show_graph, auto_device=auto_device)
         self._plans: dict[int, Any] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.auto_device:
-            args = _to_accelerator(args)
+        if self._place_on_gpu:
+            args, kwargs = to_gpu(args), to_gpu(kwargs)
         if trace_state.tracer is not None:
             return self._fn(*args, **kwargs)
         start = time.perf_counter()
@@ -57,18 +49,16 @@ class StaticJITFunction(JITFunction):
     """jit(static=True): kiln.compile plus optional accelerator placement of inputs."""
 
     def __init__(self, fn: Callable, show_graph: bool = False, auto_device: bool = True):
-        super().__init__(fn, show_graph=show_graph)
-        self.auto_device = auto_device
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.auto_device:
-            args = _to_accelerator(args)
-        return super().__call__(*args, **kwargs)
+        super().__init__(fn, show_graph=show_graph, auto_device=auto_device)
 
 
 def jit(func: Callable | None = None, *, static: bool = True, show_graph: bool = False,
         auto_device: bool = True) -> Any:
-    """JIT-compile a function; usable as ``jit(f)`` or ``@jit`` / ``@jit(static=False)``."""
+    """JIT-compile a function; usable as ``jit(f)`` or ``@jit`` / ``@jit(static=False)``.
+
+    ``auto_device=True`` (the default here) moves CPU tensor arguments to the GPU when
+    ``kiln.cuda.is_available()``; without a GPU it does nothing.
+    """
     def wrap(fn: Callable) -> Any:
         if not callable(fn):
             raise TypeError(f"kiln.jit() expects a callable, got {type(fn)}")

@@ -22,6 +22,7 @@ from ..dtypes import DType
 from ..ops.primitive import trace_state
 from ..tensor import Tensor
 from . import debug
+from ..device import cuda_is_available, to_gpu
 from .backends import get_backend
 from .build import build_entry
 from .cache import CacheKey, CompilationStats, PlanCache
@@ -115,7 +116,8 @@ class JITFunction:
 
     def __init__(self, fn: Callable, *, fullgraph: bool = False, max_cache_entries: int | None = None,
                  max_cache_size: int | None = None, eviction: str = "lru", dynamic_dims: Any = None,
-                 backend: str = "auto", passes: list | None = None, show_graph: bool = False):
+                 backend: Any = "auto", passes: list | None = None, show_graph: bool = False,
+                 auto_device: bool = False):
         if not callable(fn):
             raise TypeError(f"kiln.compile() expects an nn.Module or a callable, got {type(fn)}")
         functools.update_wrapper(self, fn, updated=())
@@ -132,6 +134,10 @@ class JITFunction:
         self._cache = PlanCache(size, eviction)
         self.dynamic_dims = validate_dynamic_dims(dynamic_dims)
         self.backend_name, self._lower = get_backend(backend)
+        if not isinstance(auto_device, bool):
+            raise TypeError(f"auto_device must be True or False, got {auto_device!r}")
+        self.auto_device = auto_device
+        self._place_on_gpu = auto_device and cuda_is_available()  # without a GPU, auto_device does nothing
         self.passes = _checked_passes(passes)
         self.show_graph = show_graph
         self.stats = CompilationStats()
@@ -148,6 +154,8 @@ class JITFunction:
 
     # ---- the call path --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._place_on_gpu:
+            args, kwargs = to_gpu(args), to_gpu(kwargs)
         if trace_state.tracer is not None:  # inside another trace: inline, so the outer graph sees it
             return self._call_eager(args, kwargs)
         leaves, treedef = self._flatten_call(args, kwargs)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import autograd
 from ..autograd import Node
+from ..device import check_same_device
 from ..dtypes import DType, from_numpy_dtype
 from .quiet import quiet
 
@@ -121,6 +122,10 @@ def bind(prim: Primitive, inputs: tuple, params: dict) -> Tensor:
     """Apply `prim` to tensors `inputs` with static `params`; the core of eager execution."""
     if inputs:
         device = inputs[0]._device
+        if len(inputs) > 1:
+            for t in inputs:
+                if t._device is not device:
+                    check_same_device(prim.name, inputs)
         try:
             if params:
                 data = prim.kernel(device._xp or device.xp, *[t._data for t in inputs], **params)
@@ -158,6 +163,8 @@ _NO_PARAMS: dict = {}
 def bind_binary(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
     """`bind` for a two-input primitive without params (the arithmetic operators' fast path)."""
     device = a._device
+    if b._device is not device:
+        check_same_device(prim.name, (a, b))
     try:
         data = prim.kernel(device._xp or device.xp, a._data, b._data)
     except Exception as exc:  # noqa: BLE001

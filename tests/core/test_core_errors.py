@@ -96,7 +96,7 @@ def test_unknown_dtype_in_to() -> None:
         kiln.ones(2).to("float8")
 
 
-@pytest.mark.parametrize("bad", ["tpu", "gpu:0", "cuda:x", "mps"])
+@pytest.mark.parametrize("bad", ["tpu", "gpu:x", "cuda:x", "mps"])
 def test_unknown_device_is_value_error(bad: str) -> None:
     with pytest.raises(ValueError, match="device"):
         kiln.zeros(2, device=bad)

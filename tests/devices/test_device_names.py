@@ -21,7 +21,7 @@ def test_a_device_kiln_does_not_run_on_is_named(name: str) -> None:
         kiln.zeros(2, device=base)
 
 
-@pytest.mark.parametrize("name", ["gpu", "cuda:x", "cpux"])
+@pytest.mark.parametrize("name", ["gpux", "cuda:x", "cpux", "gpu:y"])
 def test_an_unknown_device_is_a_value_error_naming_it(name: str) -> None:
     with pytest.raises(ValueError, match=f"unknown device '{name}'"):
         nn.Linear(2, 3).to(name)

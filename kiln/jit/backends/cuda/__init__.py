@@ -1,0 +1,11 @@
+"""The CUDA backend: `CUDACompiler`, the CUDA renderer and the disk-cache keys of its modules.
+
+What runs without a GPU: building a `CUDACompiler` (its arguments are validated), rendering
+CUDA source for every fused group the CPU backend forms (render.py), and the cache keys
+(cache_key.py). Lowering a graph needs CuPy and a GPU (plan.py). See docs/cuda.md for what
+has been verified and what has not.
+"""
+from .cache_key import module_key
+from .compiler import DTYPES, CUDACompiler
+
+__all__ = ["CUDACompiler", "DTYPES", "module_key"]
