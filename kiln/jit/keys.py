@@ -69,7 +69,9 @@ class KeyBuilder:
             module: tuple) -> tuple[CacheKey, dict | None, DynamicDims]:
         """(the call's key, the sizes of its dynamic dims by name (None without dynamic dims), and
         leaf index -> {dim: name} for the tensors with dynamic dims, negative dims made positive)."""
-        dyn_leaves = self.dynamic_leaves(args, kwargs) if self.dynamic_dims else {}
+        if not self.dynamic_dims:
+            return self._static_key(leaves, treedef, guards, module), None, {}
+        dyn_leaves = self.dynamic_leaves(args, kwargs)
         statics = []
         tensors = []
         aliasing = []
@@ -97,6 +99,28 @@ class KeyBuilder:
         key = CacheKey(treedef, tuple(statics), tuple(tensors), tuple(aliasing),
                        autograd._state.enabled, module, self.backend)
         return key, dims, normalized
+
+    def _static_key(self, leaves: list, treedef: Any, guards: tuple | None, module: tuple) -> CacheKey:
+        """`key` without dynamic dims: every call of a compiled function builds one, so it is kept lean."""
+        statics = []
+        tensors = []
+        aliasing = []
+        seen: dict[int, int] = {}
+        owners: dict[int, int] = {}
+        for i, x in enumerate(leaves):
+            if isinstance(x, Tensor):
+                data = x._data
+                device = x._device
+                tensors.append((i, data.shape, data.dtype.str, device.type if device.index is None else str(device),
+                                x.requires_grad))
+                base = x._base
+                aliasing.append((seen.setdefault(id(x), i), owners.setdefault(id(x if base is None else base), i)))
+            else:
+                statics.append(static_key(x))
+        if guards is not None:
+            statics.append(guards)
+        return CacheKey(treedef, tuple(statics), tuple(tensors), tuple(aliasing), autograd._state.enabled, module,
+                        self.backend)
 
     def dynamic_leaves(self, args: tuple, kwargs: dict) -> DynamicDims:
         """Leaf index -> {dim: name} for the tensors dynamic_dims names (positionally or by keyword)."""

@@ -27,14 +27,26 @@ class ModuleState:
 
     def key(self, roots: list) -> tuple:
         """(newest structure stamp, training flags, scalar attributes by path, requires_grad flags)."""
-        from ..nn.module import MutationEpoch  # noqa: PLC0415 - kiln.nn imports kiln.jit
-
-        ids = tuple(id(m) for m in roots)
+        epoch = _epoch().value
+        ids = tuple(map(id, roots))
         cached = self._cached
-        if cached is None or cached[0] != MutationEpoch.value or cached[1] != ids:
+        if cached is None or cached[0] != epoch or cached[1] != ids:
             version, training, attributes, params = walk(roots)
-            cached = self._cached = (MutationEpoch.value, ids, version, training, attributes, params)
+            cached = self._cached = (epoch, ids, version, training, attributes, params)
         return (cached[2], cached[3], cached[4], tuple([p.requires_grad for p in cached[5]]))
+
+
+_mutation_epoch: Any = None
+
+
+def _epoch() -> Any:
+    """kiln.nn's MutationEpoch (imported on first use: kiln.nn imports kiln.jit)."""
+    global _mutation_epoch  # noqa: PLW0603 - a one-time lazy import
+    if _mutation_epoch is None:
+        from ..nn.module import MutationEpoch  # noqa: PLC0415
+
+        _mutation_epoch = MutationEpoch
+    return _mutation_epoch
 
 
 def walk(roots: list) -> tuple[int, tuple, tuple, list]:
