@@ -1,10 +1,9 @@
 """Elementwise primitives: unary math, binary arithmetic, comparisons, where and cast.
 
 Binary primitives take operands of one dtype (the frontend promotes and casts
-first) and broadcast NumPy-style. Each carries a C expression for the codegen
-(placeholders: kiln/jit/backends/cpu/codegen.py) that must give the kernel's bits on
-every input, NaN and signed zeros included, or have a measured ulp bound in
-tests/tolerances.py's C_EXPR_ULPS and stay out of fusion (tests/jit/test_c_expressions.py).
+first) and broadcast NumPy-style. Their C spellings live in the C renderer's table
+(kiln/jit/backends/render/cstyle.py and c.py), checked against these kernels on special
+values by tests/jit/test_c_expressions.py.
 """
 from __future__ import annotations
 
@@ -52,7 +51,6 @@ class Unary(Primitive):
 
 class Neg(Unary):
     name = "neg"
-    c_expr = "(-{0})"
 
     def kernel(self, xp, x):
         return xp.negative(x)
@@ -64,7 +62,6 @@ class Neg(Unary):
 class Exp(Unary):
     name = "exp"
     saves_output = True
-    c_expr = "exp({0})"
 
     def kernel(self, xp, x):
         return xp.exp(x)
@@ -76,7 +73,6 @@ class Exp(Unary):
 class Log(Unary):
     name = "log"
     saves_inputs = (0,)
-    c_expr = "log({0})"
 
     def kernel(self, xp, x):
         return xp.log(x)
@@ -88,7 +84,6 @@ class Log(Unary):
 class Log1p(Unary):
     name = "log1p"
     saves_inputs = (0,)
-    c_expr = "log1p({0})"
 
     def kernel(self, xp, x):
         return xp.log1p(x)
@@ -100,7 +95,6 @@ class Log1p(Unary):
 class Sin(Unary):
     name = "sin"
     saves_inputs = (0,)
-    c_expr = "sin({0})"
 
     def kernel(self, xp, x):
         return xp.sin(x)
@@ -112,7 +106,6 @@ class Sin(Unary):
 class Cos(Unary):
     name = "cos"
     saves_inputs = (0,)
-    c_expr = "cos({0})"
 
     def kernel(self, xp, x):
         return xp.cos(x)
@@ -124,7 +117,6 @@ class Cos(Unary):
 class Sqrt(Unary):
     name = "sqrt"
     saves_output = True
-    c_expr = "sqrt({0})"
 
     def kernel(self, xp, x):
         return xp.sqrt(x)
@@ -136,7 +128,6 @@ class Sqrt(Unary):
 class Tanh(Unary):
     name = "tanh"
     saves_output = True
-    c_expr = "tanh({0})"
 
     def kernel(self, xp, x):
         return xp.tanh(x)
@@ -149,8 +140,6 @@ class Tanh(Unary):
 class Sigmoid(Unary):
     name = "sigmoid"
     saves_output = True
-    # the kernel's two branches, in the output's precision (expf for float32)
-    c_expr = "({0} >= 0 ? 1 / (1 + exp{f}(-fabs{f}({0}))) : exp{f}(-fabs{f}({0})) / (1 + exp{f}(-fabs{f}({0}))))"
 
     def kernel(self, xp, x):
         # exp(-|x|) never overflows; pick the stable branch per sign
@@ -165,7 +154,6 @@ class Sigmoid(Unary):
 class Relu(Unary):
     name = "relu"
     saves_output = True
-    c_expr = "(({0} > 0 || {0} != {0}) ? {0} : 0)"  # NaN propagates, as np.maximum
 
     def kernel(self, xp, x):
         return xp.maximum(x, 0).astype(x.dtype, copy=False)
@@ -204,7 +192,6 @@ def _erf_numpy(xp: Any, x: Any) -> Any:
 class Erf(Unary):
     name = "erf"
     saves_inputs = (0,)
-    c_expr = "erf({0})"
 
     def kernel(self, xp, x):
         return _erf_numpy(xp, x)
@@ -218,7 +205,6 @@ class Erf(Unary):
 class Abs(Unary):
     name = "abs"
     saves_inputs = (0,)
-    c_expr = "fabs({0})"
 
     def kernel(self, xp, x):
         return xp.abs(x)
@@ -229,7 +215,6 @@ class Abs(Unary):
 
 class Sign(Unary):
     name = "sign"
-    c_expr = "({0} != {0} ? {0} : (({0} > 0) - ({0} < 0)))"
 
     def kernel(self, xp, x):
         return xp.sign(x)
@@ -251,22 +236,21 @@ class _Rounding(Unary):
 
 
 class Floor(_Rounding):
-    name, _ufunc, c_expr = "floor", "floor", "floor({0})"
+    name, _ufunc = "floor", "floor"
 
 
 class Ceil(_Rounding):
-    name, _ufunc, c_expr = "ceil", "ceil", "ceil({0})"
+    name, _ufunc = "ceil", "ceil"
 
 
 class Round(_Rounding):
     """Round half to even, as NumPy, PyTorch and C's nearbyint."""
 
-    name, _ufunc, c_expr = "round", "round", "nearbyint({0})"
+    name, _ufunc = "round", "round"
 
 
 class LogicalNot(Primitive):
     name = "logical_not"
-    c_expr = "(!{0})"
 
     def abstract(self, x, **params):
         return AbstractValue(x.shape, bool_)
@@ -277,7 +261,6 @@ class LogicalNot(Primitive):
 
 class Cast(Primitive):
     name = "cast"
-    c_expr = "(({dtype}){0})"
 
     def abstract(self, x, *, dtype):
         return AbstractValue(x.shape, get_dtype(dtype))
@@ -309,7 +292,6 @@ def _unbroadcast(g, x):
 
 class Add(Binary):
     name = "add"
-    c_expr = "({0} + {1})"
 
     def kernel(self, xp, a, b):
         return xp.add(a, b)
@@ -322,7 +304,6 @@ class Add(Binary):
 
 class Sub(Binary):
     name = "sub"
-    c_expr = "({0} - {1})"
 
     def kernel(self, xp, a, b):
         return xp.subtract(a, b)
@@ -336,7 +317,6 @@ class Sub(Binary):
 class Mul(Binary):
     name = "mul"
     saves_inputs = (0, 1)
-    c_expr = "({0} * {1})"
 
     def kernel(self, xp, a, b):
         return xp.multiply(a, b)
@@ -351,7 +331,6 @@ class Mul(Binary):
 class Div(Binary):
     name = "div"
     saves_inputs = (0, 1)
-    c_expr = "({0} / {1})"
 
     def kernel(self, xp, a, b):
         return xp.true_divide(a, b)
@@ -367,7 +346,6 @@ class Div(Binary):
 class Pow(Binary):
     name = "pow"
     saves_inputs = (0, 1)
-    c_expr = "pow{f}({0}, {1})"  # powf for float32, as NumPy's loop calls it where it uses libm
 
     def kernel(self, xp, a, b):
         return xp.power(a, b)
@@ -409,7 +387,6 @@ class _Extremum(Binary):
 
 class Maximum(_Extremum):
     name = "maximum"
-    c_expr = "(({0} > {1} || {0} != {0}) ? {0} : {1})"  # NumPy: NaN wins, ties give {1}
     _wins = "gt"
 
     def kernel(self, xp, a, b):
@@ -418,7 +395,6 @@ class Maximum(_Extremum):
 
 class Minimum(_Extremum):
     name = "minimum"
-    c_expr = "(({0} < {1} || {0} != {0}) ? {0} : {1})"
     _wins = "lt"
 
     def kernel(self, xp, a, b):
@@ -429,7 +405,6 @@ class FloorDivide(Binary):
     """floor(a / b), Python's //; not differentiable (as PyTorch)."""
 
     name = "floor_divide"
-    c_expr = "kiln_floor_divide{f}({0}, {1})"  # NumPy's fmod-based algorithm, in codegen.PRELUDE
 
     def kernel(self, xp, a, b):
         return xp.floor_divide(a, b)
@@ -451,35 +426,35 @@ class Compare(Binary):
 
 
 class Lt(Compare):
-    name, _ufunc, c_expr = "lt", "less", "({0} < {1})"
+    name, _ufunc = "lt", "less"
 
 
 class Le(Compare):
-    name, _ufunc, c_expr = "le", "less_equal", "({0} <= {1})"
+    name, _ufunc = "le", "less_equal"
 
 
 class Gt(Compare):
-    name, _ufunc, c_expr = "gt", "greater", "({0} > {1})"
+    name, _ufunc = "gt", "greater"
 
 
 class Ge(Compare):
-    name, _ufunc, c_expr = "ge", "greater_equal", "({0} >= {1})"
+    name, _ufunc = "ge", "greater_equal"
 
 
 class Eq(Compare):
-    name, _ufunc, c_expr = "eq", "equal", "({0} == {1})"
+    name, _ufunc = "eq", "equal"
 
 
 class Ne(Compare):
-    name, _ufunc, c_expr = "ne", "not_equal", "({0} != {1})"
+    name, _ufunc = "ne", "not_equal"
 
 
 class LogicalAnd(Compare):
-    name, _ufunc, c_expr = "logical_and", "logical_and", "({0} && {1})"
+    name, _ufunc = "logical_and", "logical_and"
 
 
 class LogicalOr(Compare):
-    name, _ufunc, c_expr = "logical_or", "logical_or", "({0} || {1})"
+    name, _ufunc = "logical_or", "logical_or"
 
 
 class Where(Primitive):
@@ -487,7 +462,6 @@ class Where(Primitive):
 
     name = "where"
     saves_inputs = (0,)
-    c_expr = "({0} ? {1} : {2})"
 
     def abstract(self, c, a, b):
         if c.dtype is not bool_:

@@ -4,7 +4,8 @@ A `Primitive` states in one place:
   1. `abstract`: the shape and dtype rule (`AbstractValue`s in, one out);
   2. `kernel`: the array computation, generic over the array module `xp`;
   3. `vjp`: the vector-Jacobian product, written in kiln ops;
-  4. `c_expr` (elementwise only): a C expression template for the code generator.
+  4. `c_expr`: for an elementwise primitive the C renderer's table does not spell
+     (kiln/jit/backends/render), its own C expression template, so it fuses too.
 
 `bind` runs the kernel, records an autograd `Node` when needed, and reports the
 call to the active tracer (see kiln.jit), so eager, autograd and the compiler
@@ -53,7 +54,7 @@ class Primitive:
     is_view: bool = False  # the output may share memory with input 0
     is_random: bool = False  # consumes random numbers (kiln.random)
     is_check: bool = False  # a runtime check (kiln/ops/checks.py): raises on bad data; passes keep it
-    c_expr: str | None = None  # elementwise C template, operands {0}, {1}, ...
+    c_expr: str | None = None  # C template of an elementwise op unknown to the renderer's table ({0}, {1}, ...)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -35,6 +35,7 @@ from kiln.dtypes import ALL_DTYPES, DType, get_dtype
 from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import codegen, fusion, toolchain
 from kiln.jit.backends.cpu.fusion import Group
+from kiln.jit.backends.render import C
 from kiln.jit.ir import Node, Value
 from kiln.ops.primitive import REGISTRY, AbstractValue, Primitive, bind
 
@@ -101,8 +102,8 @@ class Case:
 
 
 def c_primitives() -> list[str]:
-    """Every registered primitive with a C expression."""
-    return sorted(name for name, prim in REGISTRY.items() if prim.c_expr is not None)
+    """Every registered primitive the C renderer spells (its table, or the primitive's own c_expr)."""
+    return sorted(name for name, prim in REGISTRY.items() if C.template(prim) is not None)
 
 
 def _arity_and_params(prim: Primitive) -> tuple[int, list[str]]:
@@ -229,7 +230,7 @@ def test_every_c_expression_is_covered():
 def test_fusible_ops_have_c_expressions_and_no_tolerance():
     """Fused code must be bit-identical to eager, so no fusible op may need an ulp tolerance."""
     for name in fusion.FUSIBLE - {"expand"}:
-        assert REGISTRY[name].c_expr is not None, name
+        assert C.template(REGISTRY[name]) is not None, name
     assert not set(C_EXPR_ULPS) & fusion.FUSIBLE, "an op with a C-vs-NumPy tolerance must not be fused"
     assert set(C_EXPR_ULPS) <= set(c_primitives())
 
@@ -333,3 +334,38 @@ def test_multiply_add_rounds_twice_like_numpy(kernel_cache, monkeypatch, dtype, 
     assert _fused_names(compiled) == ["fused[mul -> add]"]
     bad = mismatches(got, want)
     assert not bad.any(), f"{int(bad.sum())} of {bad.size} multiply-adds were contracted into FMAs"
+
+
+# ---- the renderer: its table first, a third-party primitive's own c_expr otherwise -------------
+class _Cube(Primitive):
+    """A primitive from outside kiln: the renderer's table does not know it (name set per instance,
+    so it stays out of the registry)."""
+
+    c_expr = "({0} * {0} * {0})"
+
+    def kernel(self, xp, x):
+        return x * x * x
+
+
+def test_a_third_party_c_expr_is_rendered_and_fused(kernel_cache):
+    cube = _Cube()
+    cube.name = "cube_from_elsewhere"
+    assert cube.name not in C.ops and C.template(cube) == _Cube.c_expr
+    x = np.linspace(-3, 3, fusion.MIN_ELEMENTS, dtype=np.float32)
+    node = Node(cube, [Value(x.shape, get_dtype("float32"))], {}, Value(x.shape, get_dtype("float32")))
+    kernel = codegen.FusedElementwise(Group([node]))
+    assert "(x0 * x0 * x0)" in kernel.source
+    bad = mismatches(kernel.kernel(np, x), cube.kernel(np, x))
+    assert not bad.any()
+
+
+def test_the_table_spells_every_builtin_elementwise_primitive():
+    """Built-in primitives carry no C of their own: the renderer's table holds it."""
+    for name in c_primitives():
+        assert REGISTRY[name].c_expr is None, f"{name} spells itself; move its C into render/cstyle.py"
+        assert name in C.ops
+
+
+def test_a_primitive_without_any_spelling_says_how_to_add_one():
+    with pytest.raises(ValueError, match="c_expr"):
+        C.render_template("mystery", None, "float", ["x0"])

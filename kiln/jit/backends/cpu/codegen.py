@@ -1,17 +1,13 @@
 """Render a fusion group as a C function and wrap it as a kernel callable from a Plan.
 
-Each node becomes one typed local (so float32 math rounds where NumPy rounds), using
-the primitive's own `c_expr` template. The loop is ``for o < outer: for j < inner:``
-with each input read by its compile-time index form, so the inner loop vectorizes.
+Each node becomes one typed local (so float32 math rounds where NumPy rounds), spelled by
+the C renderer (kiln/jit/backends/render: its table of primitive spellings, or a
+third-party primitive's own `c_expr`). The loop is ``for o < outer: for j < inner:`` with
+each input read by its compile-time index form, so the inner loop vectorizes.
 
-A template names its operands ``{0}``, ``{1}``, ... and may also use ``{dtype}`` (the C
-type of the node's output, e.g. for cast) and ``{f}`` (``f`` when the output is float32,
-else nothing: ``powf``/``pow`` as NumPy's float32/float64 loops call them), plus the
-helpers in PRELUDE. A bool output is normalized to 0/1, as NumPy stores bools.
-
-Fused code must equal NumPy bit for bit (tests/jit/test_c_expressions.py), so PRELUDE
-turns off floating-point contraction: a*b+c must round twice, as NumPy's separate
-multiply and add do, never once in an FMA, whatever -ffp-contract the toolchain uses.
+Fused code must equal NumPy bit for bit, except the transcendentals, which stay within
+their measured ulp bounds (tests/jit/test_c_expressions.py); the renderer's prelude turns
+off floating-point contraction so a*b+c rounds twice, as NumPy's separate multiply and add do.
 """
 from __future__ import annotations
 
@@ -22,56 +18,22 @@ from typing import Any
 import numpy as np
 
 from ....ops.primitive import Primitive
+from ..render import C
 from .fusion import Group, choose_split, describe, index_form
 from .layouts import c_ordered
 from .toolchain import build
 
-C_TYPES = {"float32": "float", "float64": "double", "bool": "unsigned char"}
-MATH_SUFFIX = {"float": "f"}  # what ``{f}`` becomes for a node's output C type (else "")
-_READ = {"full": "{p}[o * inner + j]", "row": "{p}[j]", "col": "{p}[o]", "scalar": "{p}[0]"}
-
-PRELUDE = r"""#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-#include <math.h>
-
-/* Python's float floor division as NumPy computes it: from the exact remainder fmod(a, b)
-   (so a == b * q + r), the quotient moved down when r and b differ in sign, snapped to an
-   integer, and a zero quotient signed like a / b. Division by zero gives a / b (inf or nan). */
-#define KILN_FLOOR_DIVIDE(T, S) \
-    static inline T kiln_floor_divide##S(T a, T b) { \
-        if (b == 0) return a / b; \
-        T r = fmod##S(a, b); \
-        T q = (a - r) / b; \
-        if (r != 0 && ((b < 0) != (r < 0))) q -= 1; \
-        if (q == 0) return copysign##S(0, a / b); \
-        T whole = floor##S(q); \
-        return q - whole > (T)0.5 ? whole + 1 : whole; \
-    }
-KILN_FLOOR_DIVIDE(double, )
-KILN_FLOOR_DIVIDE(float, f)
-"""
+C_TYPES = C.types  # dtype name -> C type
+PRELUDE = C.prelude
 
 
 def node_expr(prim_name: str, template: str | None, out_ctype: str, operands: list[str]) -> str:
     """The C expression computing one node of output type `out_ctype` from C operand names.
 
-    Expands the primitive's `c_expr` (see the module docstring for its placeholders); a
-    bool result is compared with 0, so it is 0 or 1 as in NumPy (bool + bool is 2 in C).
+    `template` is the primitive's own `c_expr`; the renderer's table takes precedence (see
+    render/cstyle.py for the placeholders and the bool rules).
     """
-    if prim_name == "expand":
-        return operands[0]
-    if template is None:
-        raise ValueError(f"{prim_name} has no C expression")
-    if prim_name == "cast" and out_ctype == C_TYPES["bool"]:
-        template = "({0} != 0)"  # to bool means "nonzero", as in NumPy; a C conversion would truncate 0.5
-    template = template.replace("{dtype}", out_ctype).replace("{f}", MATH_SUFFIX.get(out_ctype, ""))
-    expr = template.format(*operands)
-    if out_ctype == C_TYPES["bool"]:
-        return f"(({expr}) != 0)"
-    return expr
+    return C.render_template(prim_name, C.ops.get(prim_name, template), out_ctype, operands)
 
 
 def render_function(group: Group, forms: list[str], name: str = "kiln_fused", storage: str = "",
@@ -81,29 +43,31 @@ def render_function(group: Group, forms: list[str], name: str = "kiln_fused", st
     With `in_place` = k, input k and the output may be the same memory (each element is read before
     it is written, at the same index), so neither is declared restrict.
     """
+    lang = C
     names: dict[int, str] = {}
-    restrict = "" if in_place is not None else "restrict "
-    params = ["long long outer", "long long inner", f"{C_TYPES[group.root.out.dtype.name]} *{restrict}out"]
+    out_type = lang.type_name(group.root.out.dtype.name)
+    params = [f"{lang.index_type} outer", f"{lang.index_type} inner",
+              lang.pointer(out_type, "out", restrict=in_place is None)]
     loads = []
     for k, (v, form) in enumerate(zip(group.inputs, forms)):
-        ctype = C_TYPES[v.dtype.name]
-        params.append(f"const {ctype} *{'' if k == in_place else 'restrict '}in{k}")
+        ctype = lang.type_name(v.dtype.name)
+        params.append(lang.pointer(ctype, f"in{k}", const=True, restrict=k != in_place))
         names[v.id] = f"x{k}"
-        loads.append(f"            const {ctype} x{k} = {_READ[form].format(p=f'in{k}')};")
+        loads.append("            " + lang.local(ctype, f"x{k}", lang.read(f"in{k}", form)))
     body = []
     for t, node in enumerate(group.nodes):
-        ctype = C_TYPES[node.out.dtype.name]
-        expr = node_expr(node.prim.name, node.prim.c_expr, ctype, [names[v.id] for v in node.inputs])
-        body.append(f"            const {ctype} t{t} = ({ctype})({expr});")
+        ctype = lang.type_name(node.out.dtype.name)
+        expr = lang.expr(node.prim, ctype, [names[v.id] for v in node.inputs])
+        body.append("            " + lang.local(ctype, f"t{t}", expr))
         names[node.out.id] = f"t{t}"
     root = names[group.root.out.id]
     return "\n".join([
-        f"{storage + ' ' if storage else ''}void {name}({', '.join(params)}) {{",
-        "    for (long long o = 0; o < outer; o++) {",
-        "        for (long long j = 0; j < inner; j++) {",
+        lang.signature(name, "void", params, storage),
+        "    " + lang.outer_loop("o", "outer"),
+        "        " + lang.loop("j", "inner"),
         *loads,
         *body,
-        f"            out[o * inner + j] = {root};",
+        "            " + lang.store("out", "o * inner + j", root),
         "        }",
         "    }",
         "}",

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...ir import Graph
+from ..render import C
 
 IDENTITIES = {"reshape", "stop_gradient"}  # value-preserving: a reshape between per-row shapes, detach()
 
@@ -46,7 +47,7 @@ def eager_layouts(graph: Graph) -> dict[int, str]:
             layout = "C" if first == "C" else "other"
         elif n.prim.is_view:  # permute, flip, and any view kiln adds later
             layout = "other"
-        elif n.prim.c_expr is not None:
+        elif C.template(n.prim) is not None:  # elementwise: the C renderer spells it
             layout = "other" if any(layouts.get(v.id, "C") == "other" for v in n.inputs) else "C"
         else:
             layout = "C"

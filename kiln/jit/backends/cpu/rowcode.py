@@ -7,7 +7,7 @@ row ``o`` it runs the group's members in order:
   full nodes it needs, each a typed local as in codegen.py) into a scratch row, then one
   call of the matching reducer in ROW_PRELUDE; an operand that is a full-size input is
   reduced in place;
-* a row node becomes one typed scalar statement;
+* a row node becomes one typed scalar statement (each spelled by the C renderer, render/c.py);
 * full-size outputs are written by a last loop over the row, the epilogue; per-row
   outputs are stored as soon as they are computed.
 
@@ -43,13 +43,11 @@ import numpy as np
 
 from ...ir import Node, Value
 from ....ops.primitive import REGISTRY, Primitive
-from .codegen import C_TYPES, PRELUDE, node_expr
+from ..render import C
 from .layouts import c_ordered
 from .rows import IDENTITIES, RowGroup, describe
 from .toolchain import build
 
-_FULL_READ = {"full": "{p}[o * inner + j]", "row": "{p}[j]", "col": "{p}[o]", "scalar": "{p}[0]"}
-_SUFFIX = {"float": "f", "double": ""}
 
 ROW_PRELUDE = r"""
 #if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
@@ -119,7 +117,7 @@ KILN_ROW_MAX(float, f)
 
 
 def _ctype(v: Value) -> str:
-    return C_TYPES[v.dtype.name]
+    return C.type_name(v.dtype.name)
 
 
 class _Renderer:
@@ -151,11 +149,8 @@ class _Renderer:
     def _statement(self, node: Node, context: str) -> str:
         ctype = _ctype(node.out)
         operands = [self._operand(v, context) for v in node.inputs]
-        if node.prim.name in IDENTITIES:
-            expr = operands[0]
-        else:
-            expr = node_expr(node.prim.name, node.prim.c_expr, ctype, operands)
-        return f"const {ctype} t{self.index[node.out.id]} = ({ctype})({expr});"
+        expr = operands[0] if node.prim.name in IDENTITIES else C.expr(node.prim, ctype, operands)
+        return C.local(ctype, f"t{self.index[node.out.id]}", expr)
 
     # ---- loops ----------------------------------------------------------------------------
     def _full_cone(self, targets: list[Value]) -> tuple[list[Node], list[int]]:
@@ -178,11 +173,10 @@ class _Renderer:
 
     def _loop(self, targets: list[Value], stores: list[str], indent: str) -> list[str]:
         nodes, reads = self._full_cone(targets)
-        body = [f"{indent}for (long long j = 0; j < inner; j++) {{"]
+        body = [indent + C.loop("j", "inner")]
         for k in reads:
             v = self.group.inputs[k]
-            form = self.space.form(v.shape)
-            body.append(f"{indent}    const {_ctype(v)} x{k} = {_FULL_READ[form].format(p=f'in{k}')};")
+            body.append(f"{indent}    " + C.local(_ctype(v), f"x{k}", C.read(f"in{k}", self.space.form(v.shape))))
         body += [f"{indent}    {self._statement(n, 'full')}" for n in nodes]
         body += [f"{indent}    {s}" for s in stores]
         body.append(f"{indent}}}")
@@ -192,20 +186,20 @@ class _Renderer:
         (x,) = node.inputs
         t = self.index[node.out.id]
         ctype = _ctype(x)
-        suffix = _SUFFIX[ctype]
+        suffix = C.math("", ctype)
         lines = [f"{indent}/* {node.prim.name} over the row */"]
         if x.id in self.member:
-            lines.append(f"{indent}{ctype} *restrict p{t} = ({ctype} *)scratch;")
-            lines += self._loop([x], [f"p{t}[j] = {self._operand(x, 'full')};"], indent)
+            lines.append(f"{indent}{C.pointer(ctype, f'p{t}')} = ({ctype} *)scratch;")
+            lines += self._loop([x], [C.store(f"p{t}", "j", self._operand(x, 'full'))], indent)
         else:
-            lines.append(f"{indent}const {ctype} *restrict p{t} = in{self.inputs[x.id]} + o * inner;")
+            lines.append(f"{indent}{C.pointer(ctype, f'p{t}', const=True)} = in{self.inputs[x.id]} + o * inner;")
         if self.group.sequential[id(node)]:  # the kernel's window path: left to right
             if node.prim.name == "sum":
                 step = f"a{t} + p{t}[j]"
             else:
-                step = node_expr("maximum", REGISTRY["maximum"].c_expr, ctype, [f"a{t}", f"p{t}[j]"])
+                step = C.expr(REGISTRY["maximum"], ctype, [f"a{t}", f"p{t}[j]"])
             lines += [f"{indent}{ctype} a{t} = p{t}[0];",
-                      f"{indent}for (long long j = 1; j < inner; j++) a{t} = ({ctype})({step});",
+                      f"{indent}{C.loop('j', 'inner', start='1')} a{t} = ({ctype})({step}); }}",
                       f"{indent}const {ctype} t{t} = a{t};"]
         elif node.prim.name == "sum":
             lines.append(f"{indent}const {ctype} t{t} = ({ctype})0 + kiln_pairwise_sum{suffix}(p{t}, inner);")
@@ -218,9 +212,9 @@ class _Renderer:
     def function(self, name: str = "kiln_fused", storage: str = "") -> str:
         """The C function alone (no prelude; `storage` may be "static")."""
         group = self.group
-        params = ["long long outer", "long long inner", "void *restrict scratch"]
-        params += [f"{_ctype(v)} *restrict out{k}" for k, v in enumerate(group.outputs)]
-        params += [f"const {_ctype(v)} *restrict in{k}" for k, v in enumerate(group.inputs)]
+        params = [f"{C.index_type} outer", f"{C.index_type} inner", C.pointer("void", "scratch")]
+        params += [C.pointer(_ctype(v), f"out{k}") for k, v in enumerate(group.outputs)]
+        params += [C.pointer(_ctype(v), f"in{k}", const=True) for k, v in enumerate(group.inputs)]
         ind = "        "
         body: list[str] = []
         row_reads = sorted({self.inputs[v.id] for n in group.nodes if group.levels[id(n)] == "row"
@@ -237,16 +231,16 @@ class _Renderer:
             else:
                 continue
             if node.out.id in self.outputs:
-                body.append(f"{ind}out{self.outputs[node.out.id]}[o] = t{self.index[node.out.id]};")
+                body.append(ind + C.store(f"out{self.outputs[node.out.id]}", "o", f"t{self.index[node.out.id]}"))
         full_outputs = [v for v in group.outputs if self._level(v) == "full"]
         if full_outputs:
             body.append(f"{ind}/* epilogue: the full-size outputs */")
-            stores = [f"out{self.outputs[v.id]}[o * inner + j] = t{self.index[v.id]};" for v in full_outputs]
+            stores = [C.store(f"out{self.outputs[v.id]}", "o * inner + j", f"t{self.index[v.id]}") for v in full_outputs]
             body += self._loop(full_outputs, stores, ind)
         return "\n".join([
-            f"{storage + ' ' if storage else ''}long long {name}({', '.join(params)}) {{",
+            C.signature(name, "long long", params, storage),
             "    long long flagged = 0;",
-            "    for (long long o = 0; o < outer; o++) {",
+            "    " + C.outer_loop("o", "outer"),
             *body,
             "    }",
             "    return flagged;",
@@ -255,7 +249,7 @@ class _Renderer:
         ])
 
     def render(self, name: str = "kiln_fused") -> str:
-        return "\n".join([f"/* generated by kiln: row kernel {describe(self.group)} */", PRELUDE + ROW_PRELUDE,
+        return "\n".join([f"/* generated by kiln: row kernel {describe(self.group)} */", C.prelude + ROW_PRELUDE,
                           self.function(name)])
 
 
