@@ -4,6 +4,8 @@ Every differentiable primitive call made while grad mode is on creates one `Node
 holding the primitive, its input tensors and its static params. `backward` walks
 the nodes in reverse topological order and calls each primitive's VJP, which is
 written in kiln ops, so `create_graph=True` gives higher-order gradients for free.
+A leaf's gradient is delivered (its hooks, ``.grad``, its post-accumulate hooks) as
+soon as no node still to run can add to it, while the rest of backward goes on.
 """
 from __future__ import annotations
 
@@ -218,6 +220,40 @@ def _toposort(roots: Sequence[Node]) -> list[Node]:
     return order
 
 
+def _leaf_edges(order: Sequence[Node]) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """For each node, the ids of the leaves it sends gradients to (one per edge); for each
+    leaf, how many such edges the pass has (its gradient is final once they have all run)."""
+    node_leaves: dict[int, list[int]] = {}
+    waits: dict[int, int] = {}
+    for node in order:
+        inputs = node.inputs
+        if inputs is None:
+            continue
+        keys = [id(inp) for inp, child in zip(inputs, node.edges) if child is None]
+        if keys:
+            node_leaves[id(node)] = keys
+            for key in keys:
+                waits[key] = waits.get(key, 0) + 1
+    return node_leaves, waits
+
+
+def run_post_accumulate_hooks(t: Tensor) -> None:
+    """Call the hooks `t.register_post_accumulate_grad_hook` registered, after ``t.grad`` was updated."""
+    hooks = t._post_accumulate_hooks
+    if hooks:
+        for hook in list(hooks):
+            hook(t)
+
+
+def _whole_view(data: Any, base: Any) -> bool:
+    """Whether `data` is a C-ordered view of all of `base`'s memory (a reshaped or twice-transposed
+    fresh result): it can then be handed out as a gradient as it is, with `base` counted as handed out."""
+    if type(data) is not type(base) or getattr(data, "ctypes", None) is None:  # NumPy arrays only
+        return False
+    return (data.flags.c_contiguous and base.flags.owndata and data.nbytes == base.nbytes
+            and data.ctypes.data == base.ctypes.data)
+
+
 def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
                  create_graph: bool, inputs: Sequence[Tensor] | None = None) -> list[Tensor | None] | None:
     """Backpropagate `grads` from `roots`. With `inputs`, return their grads instead of accumulating."""
@@ -232,15 +268,19 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
     root_nodes: list[Node] = []
     leaf_results: dict[int, Tensor | None] = {}
     wanted = {id(t) for t in inputs} if inputs is not None else None
-    handed_out = {id(g._data) for g in grads}  # arrays a .grad must not share
+    handed_out = {id(g._data) for g in grads}  # arrays a .grad must not share (and the memory they view)
+    handed_out |= {id(g._data.base) for g in grads if getattr(g._data, "base", None) is not None}
 
     def own(g: Tensor) -> Tensor:
         """g as a fresh writable buffer that no other .grad (nor the caller's gradient) shares."""
         data = g._data
-        if (getattr(data, "base", None) is not None or not getattr(data.flags, "writeable", True)
-                or id(data) in handed_out):
-            data = data.copy()
+        base = getattr(data, "base", None)
+        if (base is not None and not _whole_view(data, base) or not getattr(data.flags, "writeable", True)
+                or id(data) in handed_out or id(base) in handed_out):
+            data, base = data.copy(), None
         handed_out.add(id(data))
+        if base is not None:
+            handed_out.add(id(base))
         out = Tensor._wrap(data, g._device)
         if tracer is not None:  # the same value as g (a private copy of it)
             tracer.on_alias(g, out)
@@ -250,23 +290,27 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
         prev = leaf_pending.get(id(t))
         leaf_pending[id(t)] = (t, g if prev is None else prev[1] + g)
 
-    def deliver_leaves() -> None:
-        """Run each leaf's hooks on its total gradient of this pass (once), then accumulate into .grad."""
-        delivered = []
-        for t, g in leaf_pending.values():
-            if t._hooks:
-                for hook in t._hooks:
-                    new = hook(g)
-                    if new is not None:
-                        g = new
-            if wanted is None:
-                delivered.append((t, g))
-            elif id(t) in wanted:
-                leaf_results[id(t)] = g
-        if delivered:
-            with _accumulate_lock:  # once per backward pass; hooks ran outside it
-                for t, g in delivered:
-                    _accumulate(t, g, create_graph, own)
+    def deliver_leaf(key: int) -> None:
+        """Run a leaf's hooks on its total gradient of this pass (once), then accumulate into .grad."""
+        t, g = leaf_pending.pop(key)
+        if t._hooks:
+            for hook in t._hooks:
+                new = hook(g)
+                if new is not None:
+                    g = new
+        if wanted is None:
+            accumulate_grad(t, g, create_graph, own)  # hooks run outside the lock
+            run_post_accumulate_hooks(t)
+        elif key in wanted:
+            leaf_results[key] = g
+
+    def release_leaves(node: Node) -> None:
+        """`node` has run (or had no gradient): deliver each leaf that no node still to run feeds."""
+        for key in node_leaves.get(id(node), ()):
+            left = leaf_waits[key] - 1
+            leaf_waits[key] = left
+            if left == 0 and key in leaf_pending:
+                deliver_leaf(key)
 
     for root, g in zip(roots, grads):
         if root._node is None:
@@ -278,10 +322,14 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
         root_nodes.append(root._node)
 
     order = _toposort(root_nodes)
+    node_leaves, leaf_waits = _leaf_edges(order)
     with set_grad_enabled(create_graph):
+        for key in [k for k in leaf_pending if not leaf_waits.get(k)]:  # leaf roots no node feeds
+            deliver_leaf(key)
         for node in order:
             g = pending.pop(id(node), None)
             if g is None:
+                release_leaves(node)
                 continue
             node.check_versions()
             if node.hooks:
@@ -307,7 +355,9 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 else:
                     key = id(child)
                     pending[key] = pending[key] + gi if key in pending else gi
-        deliver_leaves()
+            release_leaves(node)
+        for key in list(leaf_pending):  # none is left unless the graph changed during this pass
+            deliver_leaf(key)
     if not retain_graph:
         for node in order:
             node.inputs = None

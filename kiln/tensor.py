@@ -32,6 +32,7 @@ class Tensor:
     __array_ufunc__ = None  # make NumPy defer to our reflected operators
     _grad = None
     _hooks = None
+    _post_accumulate_hooks = None
     _ver = 0
     _base = None
     _node = None
@@ -41,6 +42,7 @@ class Tensor:
     _device: Device
     _grad: Tensor | None
     _hooks: list | None
+    _post_accumulate_hooks: list | None
     _ver: int
     _base: Tensor | None
     _node: autograd.Node | None
@@ -262,6 +264,24 @@ class Tensor:
         hooks.append(hook)
         return _HookHandle(hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> _HookHandle:
+        """Call `hook(self)` once per backward pass, right after this leaf's ``.grad`` was updated.
+
+        backward() delivers a leaf's gradient as soon as no remaining part of the graph can add
+        to it, so the hook may run while backward goes on (DistributedDataParallel starts a
+        bucket's all-reduce from it). Its return value is ignored. Not called by
+        ``kiln.autograd.grad``, which leaves ``.grad`` alone.
+        """
+        if self._node is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors; "
+                               "register it on a leaf (a parameter or a tensor created with requires_grad=True)")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._post_accumulate_hooks is None:
+            self._post_accumulate_hooks = []
+        self._post_accumulate_hooks.append(hook)
+        return _HookHandle(self._post_accumulate_hooks, hook)
+
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Sequence[Tensor] | None = None) -> None:
         """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad."""
@@ -280,6 +300,8 @@ class Tensor:
             for t, g in zip(inputs, grads or []):
                 if g is not None:  # a private buffer when new: grads of different inputs may share one
                     autograd.accumulate_grad(t, g, create_graph, _private_copy)
+                    if t._node is None:
+                        autograd.run_post_accumulate_hooks(t)
             return
         autograd.run_backward([self], [gradient], retain, create_graph)
 
