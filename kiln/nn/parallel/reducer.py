@@ -1,13 +1,14 @@
 """`Reducer`: averages gradients across ranks with bucketed in-place all-reduces over flat buffers.
 
 Parameters are grouped (in reverse registration order, roughly the order backward produces
-their gradients, and by dtype) into buckets of at most `bucket_cap_bytes`. A tensor hook on
-each parameter copies its gradient into its bucket's flat buffer; a bucket whose gradients are
-all in starts its non-blocking all-reduce at once, in bucket order (so every rank issues the
-same collectives in the same order), while the remaining hooks keep filling later buckets.
-kiln runs the hooks of leaf tensors after the backward graph has been walked and before
-``.grad`` is written, so the last hook waits for every bucket and writes the averages into the
-tensors that then become ``.grad``.
+their gradients, and by dtype) into buckets of at most `bucket_cap_bytes`. kiln's backward
+delivers a parameter's gradient as soon as no remaining node can add to it, and a
+post-accumulate-grad hook on each parameter then copies its ``.grad`` into its bucket's flat
+buffer. A bucket whose gradients are all in starts its non-blocking all-reduce (MPI
+Iallreduce) at once, in bucket order (so every rank issues the same collectives in the same
+order), while backward goes on computing the gradients of earlier layers: communication
+overlaps computation. When the last parameter's gradient is in, the reducer waits for every
+bucket and writes the averages into ``.grad``.
 
 Inside a compiled whole training step the hooks see traced gradients instead, and
 `TracedReduction` averages them with the `all_reduce_mean` primitive, so the plan replays
@@ -48,13 +49,13 @@ class Reducer:
         self.buckets: list[_Bucket] = []
         self.where: list[tuple[int, int]] = [(0, 0)] * len(self.params)
         self._build_buckets(bucket_cap_bytes)
-        self._outs: dict[int, np.ndarray] = {}
+        self._arrived: set[int] = set()
         self._unused: list[int] = []
         self._next_launch = 0
         self._filled = 0
         self.sync_flag = Tensor._wrap(np.array(True), self.params[0]._device) if self.params else None
         self._traced = TracedReduction(self)
-        self.handles = [p.register_hook(self._make_hook(i)) for i, p in enumerate(self.params)]
+        self.handles = [p.register_post_accumulate_grad_hook(self._make_hook(i)) for i, p in enumerate(self.params)]
 
     def set_sync(self, sync: bool) -> None:
         """Whether backward averages gradients (False inside no_sync()); compiled steps read it per call."""
@@ -88,6 +89,11 @@ class Reducer:
         """How many parameters each bucket holds, in launch order."""
         return [len(b.indices) for b in self.buckets]
 
+    @property
+    def launched(self) -> int:
+        """How many buckets of the current backward pass have started their all-reduce."""
+        return self._next_launch
+
     def in_progress(self) -> bool:
         """True when some, but not all, gradients of the current backward pass have arrived."""
         return 0 < self._filled < len(self.params)
@@ -108,33 +114,30 @@ class Reducer:
         for b in self.buckets:
             b.pending = len(b.indices)
             b.request = None
-        self._outs = {}
+        self._arrived = set()
         self._unused = []
         self._next_launch = 0
         self._filled = 0
 
     def _make_hook(self, index: int):
-        def hook(grad: Tensor) -> Tensor | None:
-            return self._on_grad(index, grad)
+        def hook(param: Tensor) -> None:
+            self._on_accumulated(index)
 
         return hook
 
-    def _on_grad(self, index: int, grad: Tensor) -> Tensor | None:
+    def _on_accumulated(self, index: int) -> None:
+        """Backward has written this pass's gradient (plus any accumulated under no_sync) into ``.grad``."""
         if trace_state.tracer is not None:  # backward inside a compiled whole training step
-            return self._traced.on_grad(index, grad)
+            self._traced.on_accumulated(index)
+            return
         if not self.sync:
-            return None  # inside no_sync(): gradients accumulate locally
+            return  # inside no_sync(): gradients accumulate locally
         if self._filled == len(self.params):  # a second backward after this round finished
             self._reset()
-        p = self.params[index]
-        local = grad._data
-        if p.grad is not None:  # gradients accumulated under no_sync() are averaged with this one
-            local = p.grad._data + local
-            p.grad = None
-        out = np.array(local, dtype=p._data.dtype, copy=True, order="C")
-        self._outs[index] = out
-        self._fill(index, out)
-        return Tensor._wrap(out, p._device)
+        grad = self.params[index].grad
+        assert grad is not None  # the hook runs right after backward set it
+        self._arrived.add(index)
+        self._fill(index, grad._data)
 
     def _fill(self, index: int, local: np.ndarray | None) -> None:
         b_index, off = self.where[index]
@@ -172,10 +175,10 @@ class Reducer:
             for i, off in zip(b.indices, b.offsets):
                 p = self.params[i]
                 reduced = b.buffer[off:off + p._data.size].reshape(p._data.shape)
-                out = self._outs.get(i)
-                if out is not None:
-                    np.copyto(out, reduced)
-                elif globally_used is None or globally_used[i]:
+                grad = p.grad
+                if i in self._arrived and grad is not None and grad._data.flags.writeable:
+                    np.copyto(grad._data, reduced)  # backward's own fresh buffer, in its layout
+                elif i in self._arrived or globally_used is None or globally_used[i]:
                     p.grad = Tensor._wrap(reduced.copy(), p._device)
 
     def _globally_used(self) -> np.ndarray | None:

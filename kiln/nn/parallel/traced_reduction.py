@@ -1,13 +1,13 @@
 """Gradient averaging inside a compiled whole training step, as graph ops the plan replays.
 
-While ``kiln.compile(train_step)`` traces ``loss.backward()``, DDP's hooks receive traced
-gradients. Each hook hands back a placeholder (a clone of the gradient, plus any ``.grad``
-accumulated by earlier no_sync backwards); when the last gradient is in, every bucket is
-flattened with ``cat``, averaged with the `all_reduce_mean` primitive (gated by the
-reducer's ``sync_flag``, so ``no_sync()`` replays the same plan without a collective) and
-copied back into the placeholders with ``copy_``, which the tracer records, so ``.grad``
-ends up holding the averages on every replay. Buckets are reduced in the same order on
-every rank, after the whole backward (a plan does not overlap them with backward).
+While ``kiln.compile(train_step)`` traces ``loss.backward()``, DDP's post-accumulate hooks
+see traced ``.grad`` values (this backward's gradient plus any accumulated by earlier no_sync
+backwards). When the last one is in, every bucket is flattened with ``cat``, averaged with
+the `all_reduce_mean` primitive (gated by the reducer's ``sync_flag``, so ``no_sync()``
+replays the same plan without a collective), and each ``.grad`` is set to its slice of the
+average; the tracer records those assignments, so ``.grad`` holds the averages on every
+replay. Buckets are reduced in the same order on every rank, after the whole backward (a
+plan does not overlap them with backward).
 """
 from __future__ import annotations
 
@@ -28,14 +28,12 @@ class TracedReduction:
     def __init__(self, reducer: "Reducer"):
         self.reducer = reducer
         self.locals: dict[int, Tensor] = {}
-        self.placeholders: dict[int, Tensor] = {}
 
     def reset(self) -> None:
         self.locals = {}
-        self.placeholders = {}
 
-    def on_grad(self, index: int, grad: Tensor) -> Tensor:
-        """A parameter's traced gradient: returns the tensor that becomes its ``.grad``."""
+    def on_accumulated(self, index: int) -> None:
+        """A parameter's traced ``.grad`` is complete for this backward."""
         r = self.reducer
         if r.find_unused:
             raise NotImplementedError(
@@ -45,17 +43,11 @@ class TracedReduction:
                 "instead, DistributedDataParallel(kiln.compile(model)), with backward() outside kiln.compile")
         if len(self.locals) == len(r.params):  # a second backward in the same step
             self.reset()
-        p = r.params[index]
-        with no_grad():
-            local = grad if p.grad is None else p.grad + grad
-            if p.grad is not None:
-                p.grad = None  # the accumulated grad is folded into this one, as the eager path does
-            placeholder = local.clone()
-        self.locals[index] = local
-        self.placeholders[index] = placeholder
+        grad = r.params[index].grad
+        assert grad is not None  # the hook runs right after backward set it
+        self.locals[index] = grad
         if len(self.locals) == len(r.params):
             self._reduce_all()
-        return placeholder
 
     def _reduce_all(self) -> None:
         r = self.reducer
@@ -64,6 +56,6 @@ class TracedReduction:
                 flat = cat([self.locals[i].reshape(-1) for i in bucket.indices])
                 averaged = all_reduce_mean(flat, r.sync_flag)
                 for i, off in zip(bucket.indices, bucket.offsets):
-                    shape = tuple(r.params[i].shape)
-                    n = r.params[i].numel()
-                    self.placeholders[i].copy_(averaged[off:off + n].reshape(shape))
+                    p = r.params[i]
+                    n = p.numel()
+                    p.grad = averaged[off:off + n].reshape(tuple(p.shape))
