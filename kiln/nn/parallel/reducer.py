@@ -36,6 +36,7 @@ class _Bucket:
         self.buffer = np.zeros(size, dtype=dtype)
         self.pending = len(indices)
         self.request: Any = None
+        self.done = False  # the all-reduce in flight has completed
 
 
 class Reducer:
@@ -114,6 +115,7 @@ class Reducer:
         for b in self.buckets:
             b.pending = len(b.indices)
             b.request = None
+            b.done = False
         self._arrived = set()
         self._unused = []
         self._next_launch = 0
@@ -152,6 +154,14 @@ class Reducer:
         self._launch_ready()
         if self._filled == len(self.params):
             self._finish()
+        else:
+            self._progress()
+
+    def _progress(self) -> None:
+        """Let MPI move the all-reduces in flight along (MPICH advances them only inside MPI calls)."""
+        for bucket in self.buckets[:self._next_launch]:
+            if bucket.request is not None and not bucket.done:
+                bucket.done = bucket.request.Test()
 
     def _launch_ready(self) -> None:
         while self._next_launch < len(self.buckets) and self.buckets[self._next_launch].pending == 0:
