@@ -63,10 +63,12 @@ def gather_inputs(specs: list[InputSpec], leaves: list, extra: dict[str, list] |
 
 def write_state(graph: Graph, values: list, leaves: list) -> None:
     """Copy state-write results into their targets (buffers, captured tensors, arguments,
-    optimizer state, grads left by an earlier backward)."""
+    optimizer state, grads left by an earlier backward); a result that is the target's own
+    array was written in place by the plan."""
     for write, value in zip(graph.state_writes, values):
         target = write_target(write.kind, write.ref, leaves)
-        target._device.xp.copyto(target._data, value, casting="unsafe")
+        if value is not target._data:
+            target._device.xp.copyto(target._data, value, casting="unsafe")
         target._bump_version()
 
 

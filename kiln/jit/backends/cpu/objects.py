@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-C_CONTIGUOUS, ALIGNED = 0x0001, 0x0100  # NumPy's NPY_ARRAY_* flag bits
+C_CONTIGUOUS, ALIGNED, WRITEABLE = 0x0001, 0x0100, 0x0400  # NumPy's NPY_ARRAY_* flag bits
 
 _lock = threading.Lock()
 _probed: list = []  # [(ObjectLayout | None, reason)]
@@ -68,8 +68,10 @@ def _verify(layout: ObjectLayout) -> str | None:
     if tuple.__itemsize__ != ctypes.sizeof(ctypes.c_void_p):
         return "unexpected tuple item size"
     base = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
     samples = [base, base[1:, ::2], base.T, np.zeros((), np.float32), np.ones((0, 3), bool),
-               np.empty(7, np.int64), np.asfortranarray(base[0])]
+               np.empty(7, np.int64), np.asfortranarray(base[0]), frozen]
     items = tuple(samples)
     for k, a in enumerate(samples):
         if _ptr(id(items) + layout.tuple_items + 8 * k) != id(a):
@@ -90,7 +92,8 @@ def _verify(layout: ObjectLayout) -> str | None:
         if _ptr(id(a) + layout.array_descr) != id(a.dtype):
             return "the array descr is not where expected"
         flags = _int(id(a) + layout.array_flags)
-        if bool(flags & C_CONTIGUOUS) != a.flags.c_contiguous or bool(flags & ALIGNED) != a.flags.aligned:
+        if bool(flags & C_CONTIGUOUS) != a.flags.c_contiguous or bool(flags & ALIGNED) != a.flags.aligned or \
+                bool(flags & WRITEABLE) != a.flags.writeable:
             return "the array flags are not where expected"
     return None
 
@@ -141,6 +144,12 @@ static inline char *kiln_arg(const void *args, long long k, int dtype, int nd, c
             if (dims[i] != 1 && steps[i] != strides[i]) return 0;
     }
     return KILN_FIELD(obj, KILN_OFF_ARRAY_DATA, char *);
+}
+/* Whether item k (an array kiln_arg accepted) may be written: a plan writing state in place checks
+   its targets before it runs anything. */
+static inline int kiln_writable(const void *args, long long k) {
+    const void *obj = ((const void *const *)((const char *)args + KILN_OFF_TUPLE_ITEMS))[k];
+    return (KILN_FIELD(obj, KILN_OFF_ARRAY_FLAGS, int) & 0x400) != 0;
 }
 """
 

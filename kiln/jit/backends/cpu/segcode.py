@@ -89,6 +89,7 @@ class _Segment:
     def render(self) -> str:
         a = self.a
         lines = [f"long long kiln_segment_{self.index}(const void *args, char *arena) {{"]
+        written = set(a.written.values())
         for j, key in enumerate(self.args):
             buf = a.buffers[key]
             v = buf.value
@@ -103,6 +104,8 @@ class _Segment:
             lines += [f"    char *a{j} = kiln_arg(args, {j}, {DESCR_DTYPES.index(v.dtype.name)}, {len(v.shape)}, "
                       f"kiln_d{j}, {strides});",
                       f"    if (!a{j}) return 1;"]
+            if key in written:  # a state write lands in this array: it must be writable
+                lines.append(f"    if (!kiln_writable(args, {j})) return 1;")
         for node in self.nodes:
             if a.kinds[id(node)] != "native":
                 continue

@@ -17,11 +17,21 @@ batch dims in C order (NumPy lays its result out after its operands otherwise).
 
 Then it orders the nodes so that native nodes run in as few unbroken runs as it can
 (`_schedule`: a topological order that keeps to the kind it is in while nodes of that
-kind are ready), and assigns every buffer a home: graph inputs and NumPy results are
-arrays Python holds (checked C-contiguous on each call); a buffer that leaves the plan
-(an output, a state write, or what a NumPy step may return a view of) is allocated fresh
-on every call; every other native result lives in the arena (arena.py) at an offset
-fixed by liveness.
+kind are ready, with the nodes that only feed state writes last), and assigns every
+buffer a home: graph inputs and NumPy results are arrays Python holds (checked
+C-contiguous on each call); a buffer that leaves the plan (an output, a state write, or
+what a NumPy step may return a view of) is allocated fresh on every call; every other
+native result lives in the arena (arena.py) at an offset fixed by liveness.
+
+State writes in place (`_write_in_place`): an elementwise group whose result is a state
+write (an optimizer's new parameter or momentum, a BatchNorm running stat) writes it
+straight into the input array it replaces, so the executor copies nothing afterwards.
+Only where nothing can go wrong after the write: the group runs in the plan's last
+segment, after that segment's argument checks and after every row kernel in it (the
+calls that may hand a call back to Python), with no NumPy step after it; no node after
+it reads the old value; neither the old nor the new value is a plan output (a residual
+or a returned tensor would change under its holder). A call that a segment hands back
+before the write has written nothing, so its replay starts from the same state.
 """
 from __future__ import annotations
 
@@ -31,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...ir import Graph, Node, Value
+from ...ir import Graph, Node, StateWrite, Value
 from ...symbolic import is_symbolic
 from . import fusion, gemm, rows
 from .arena import Interval, assign_offsets
@@ -75,6 +85,8 @@ class Analysis:
     in_place: dict[int, int] = field(default_factory=dict)  # id(elementwise node) -> the input it overwrites
     held_layouts: dict[int, Layout] = field(default_factory=dict)  # value id -> layout, for arrays Python holds
     # (graph inputs, NumPy results) that are not C-contiguous
+    written: dict[int, int] = field(default_factory=dict)  # state-write value id -> the graph input (value id)
+    # whose array a native node writes it into (see the module docstring)
 
     def held_by_segments(self) -> list[int]:
         """Owning value ids of the arrays Python holds that some segment reads (graph inputs and NumPy
@@ -135,8 +147,9 @@ def analyze(graph: Graph, held_layouts: dict[int, Layout] | None = None) -> Anal
     for node in graph.nodes:
         a.producer[node.out.id] = node
         _classify(a, node)
-    a.order = _schedule(a)
-    _place(a)
+    candidates = _write_candidates(a)
+    a.order = _schedule(a, _tail(a) if candidates else set())
+    _place(a, candidates)
     return a
 
 
@@ -269,8 +282,28 @@ def _mode(kind: str) -> str:
     return "python" if kind == "python" else "native"
 
 
-def _schedule(a: Analysis) -> list[Node]:
-    """A topological order with few switches between native and Python nodes (see the module docstring)."""
+def _tail(a: Analysis) -> set[int]:
+    """Native nodes whose results reach only state writes (an optimizer's update): scheduled last, so
+    that they can write in place (`_write_in_place`)."""
+    outputs = {v.id for v in a.graph.outputs}
+    users: dict[int, list[Node]] = {}
+    for n in a.graph.nodes:
+        for v in _reads(n):
+            users.setdefault(v.id, []).append(n)
+    tail: set[int] = set()
+    for n in reversed(a.graph.nodes):
+        if a.kinds[id(n)] not in ("native", "view") or n.out.id in outputs:
+            continue
+        if isinstance(n.prim, RowKernel):
+            continue
+        if all(id(u) in tail for u in users.get(n.out.id, [])):
+            tail.add(id(n))
+    return {id(n) for n in a.graph.nodes if id(n) in tail and a.kinds[id(n)] == "native"}
+
+
+def _schedule(a: Analysis, tail: set[int] | frozenset = frozenset()) -> list[Node]:
+    """A topological order with few switches between native and Python nodes, the `tail` nodes last
+    (see the module docstring)."""
     nodes = a.graph.nodes
     pos = {id(n): i for i, n in enumerate(nodes)}
     made_by = {n.out.id: n for n in nodes}
@@ -281,11 +314,12 @@ def _schedule(a: Analysis) -> list[Node]:
         waits[id(n)] = len(deps)
         for d in deps:
             feeds.setdefault(d, []).append(n)
-    ready: dict[str, list] = {"neutral": [], "python": [], "native": []}
+    ready: dict[str, list] = {"neutral": [], "python": [], "native": [], "tail": []}
 
     def push(n: Node) -> None:
         kind = a.kinds[id(n)]
-        heapq.heappush(ready["neutral" if kind in NEUTRAL else _mode(kind)], (pos[id(n)], id(n), n))
+        queue = "tail" if id(n) in tail else "neutral" if kind in NEUTRAL else _mode(kind)
+        heapq.heappush(ready[queue], (pos[id(n)], id(n), n))
 
     for n in nodes:
         if waits[id(n)] == 0:
@@ -297,9 +331,11 @@ def _schedule(a: Analysis) -> list[Node]:
             queue = ready["neutral"]
         elif ready[mode]:
             queue = ready[mode]
-        else:
+        elif ready["native" if mode == "python" else "python"]:
             mode = "native" if mode == "python" else "python"
             queue = ready[mode]
+        else:
+            mode, queue = "native", ready["tail"]
         _, _, n = heapq.heappop(queue)
         order.append(n)
         for user in feeds.get(id(n), []):
@@ -343,7 +379,7 @@ def _in_place(a: Analysis) -> None:
     escaping = _escaping(a)
     last = _last_uses(a)
     for i, n in enumerate(a.order):
-        if a.kinds[id(n)] != "native" or id(n) not in a.forms:
+        if a.kinds[id(n)] != "native" or id(n) not in a.forms or id(n) in a.in_place or a.root[n.out.id] != n.out.id:
             continue
         _split, forms = a.forms[id(n)]
         for k, v in enumerate(n.inputs):
@@ -365,8 +401,85 @@ def _in_place(a: Analysis) -> None:
             break
 
 
-def _place(a: Analysis) -> None:
+def _write_input(graph: Graph, write: StateWrite) -> int | None:
+    """The position of the graph input whose array a state write replaces (None if it has none)."""
+    for i, spec in enumerate(graph.specs):
+        if write.kind == "arg":
+            if spec.kind == "arg" and spec.ref == write.ref:
+                return i
+        elif write.kind == "tensor":
+            if spec.kind in ("param", "buffer", "captured") and spec.ref is write.ref:
+                return i
+        elif spec.kind == write.kind and spec.ref is write.ref:
+            return i
+    return None
+
+
+def _write_candidates(a: Analysis) -> dict[int, int]:
+    """State-write value id -> graph input value id, for the writes an elementwise group could make
+    in place as far as values, layouts and outputs go (`_write_in_place` checks the schedule)."""
+    graph = a.graph
+    outputs: set[int] = set()
+    for v in graph.outputs:
+        outputs |= a.aliases[v.id]
+    found: dict[int, int] = {}
+    for w in graph.state_writes:
+        v = w.value
+        node = a.producer.get(v.id)
+        i = _write_input(graph, w)
+        if node is None or i is None or a.kinds.get(id(node)) != "native" or id(node) not in a.forms:
+            continue
+        target = graph.inputs[i]
+        if a.buffers[target.id].kind != "input" or target.id in a.held_layouts or not v.shape:
+            continue  # (a 0-d target may be a NumPy scalar, which the segment would read through a copy)
+        if v.dtype.name != target.dtype.name or tuple(v.shape) != tuple(target.shape) or a.root[v.id] != v.id:
+            continue
+        if target.id in outputs or v.id in outputs:
+            continue
+        others = [u for u in graph.state_writes if u is not w]
+        if any(target.id in a.aliases[u.value.id] or v.id in a.aliases[u.value.id] for u in others):
+            continue
+        found[v.id] = target.id
+    return found
+
+
+def _write_in_place(a: Analysis, candidates: dict[int, int]) -> None:
+    """Let elementwise groups write state writes into the arrays they replace (see the module docstring)."""
+    units = a.units()
+    last = max((k for k, (kind, _) in enumerate(units) if kind == "segment"), default=None)
+    if last is None or any(kind == "python" for kind, _ in units[last + 1:]):
+        return
+    step = {id(n): i for i, n in enumerate(a.order)}
+    segment = units[last][1]
+    after = max((step[id(n)] for n in segment if isinstance(n.prim, RowKernel)), default=-1)
+    start = step[id(segment[0])]
+    for n in a.order[start:]:
+        out = n.out.id
+        key = candidates.get(out)
+        if key is None or a.kinds[id(n)] != "native" or step[id(n)] <= after:
+            continue
+        reads = [k for k, v in enumerate(n.inputs) if key in a.aliases[v.id]]
+        if any(n.inputs[k].id != key for k in reads):
+            continue  # the group reads the old value through a view
+        later = a.order[step[id(n)] + 1:]
+        if any(a.kinds[id(m)] not in NEUTRAL and any(key in a.aliases[v.id] for v in _reads(m)) for m in later):
+            continue  # a later node reads the old value
+        del a.buffers[out]
+        for vid, r in a.root.items():
+            if r == out:
+                a.root[vid] = key
+        for vid, shared in a.aliases.items():
+            if out in shared:
+                a.aliases[vid] = (shared - {out}) | {key}
+        a.written[out] = key
+        if reads:
+            a.in_place[id(n)] = reads[0]
+
+
+def _place(a: Analysis, candidates: dict[int, int] | None = None) -> None:
     """Fresh or arena for every native buffer; arena offsets by liveness (see the module docstring)."""
+    if candidates:
+        _write_in_place(a, candidates)
     _in_place(a)
     escaping = _escaping(a)
     last = _last_uses(a)
