@@ -170,7 +170,8 @@ def gpu_count() -> int:
 def array_module(device: Any) -> ModuleType:
     """The array module that computes on `device`: numpy for the CPU, cupy for a GPU.
 
-    >>> kiln.device.array_module("cpu") is numpy
+    >>> from kiln.device import array_module
+    >>> array_module("cpu") is numpy
     True
 
     A GPU device without CuPy or a GPU raises DeviceUnavailableError saying which is missing.

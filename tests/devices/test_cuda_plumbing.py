@@ -133,6 +133,19 @@ def test_compiling_for_cuda_without_a_gpu_raises_at_compile_time(dtype: str) -> 
         CUDACompiler(dtype).lower(None)
 
 
+def test_a_transfer_is_a_copy_that_carries_the_gradient_back() -> None:
+    from kiln.device import transfer  # noqa: PLC0415 - the CPU-to-CPU case runs the same autograd node
+
+    x = kiln.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = transfer(x, get_device("cpu"))
+    assert y is not x and y.requires_grad and y.grad_fn is not None
+    assert not np.shares_memory(y._data, x._data)
+    (y * kiln.tensor([2.0, 3.0, 4.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 3.0, 4.0])
+    with kiln.no_grad():
+        assert transfer(x, get_device("cpu")).grad_fn is None
+
+
 def test_moving_inside_a_compiled_function_is_refused_with_the_fix() -> None:
     @kiln.compile(fullgraph=True)
     def f(x):
