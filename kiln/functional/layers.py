@@ -47,13 +47,23 @@ def _same_dtype(op: str, x: Any, weight: Tensor, bias: Tensor | None) -> Tensor:
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight.T + bias. The input, weight and bias must share a dtype (DTypeMismatchError otherwise)."""
+    """x @ weight.T + bias. The input, weight and bias must share a dtype (DTypeMismatchError otherwise).
+
+    An input with more than two dims is flattened to (rows, features) first, so the forward
+    product and both gradient products are each one GEMM rather than one per batch index.
+    """
     x = _same_dtype("linear", x, weight, bias)
     if x.shape[-1] != weight.shape[-1]:
         raise ShapeError(f"linear: input has {x.shape[-1]} features (shape {tuple(x.shape)}) but the "
                          f"weight expects {weight.shape[-1]} (weight shape {tuple(weight.shape)})")
+    lead = tuple(x.shape[:-1])
+    flat = len(lead) > 1 and weight.ndim == 2 and weight.shape[1] != 0
+    if flat:
+        x = reshape(x, (-1, weight.shape[1]))
     out = matmul(x, transpose(weight, 0, 1))
-    return add(out, bias) if bias is not None else out
+    if bias is not None:
+        out = add(out, bias)
+    return reshape(out, lead + (weight.shape[0],)) if flat else out
 
 
 def bilinear(x1: Tensor, x2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

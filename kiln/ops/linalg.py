@@ -34,9 +34,42 @@ class Matmul(Primitive):
     def vjp(self, g, inputs, node):
         a, b = inputs
         f = F()
-        ga = f.sum_to(f.matmul(g, f.swapaxes(b, -1, -2)), a.shape) if a.requires_grad else None
-        gb = f.sum_to(f.matmul(f.swapaxes(a, -1, -2), g), b.shape) if b.requires_grad else None
+        ga = _grad_a(f, g, a, b) if a.requires_grad else None
+        gb = _grad_b(f, g, a, b) if b.requires_grad else None
         return ga, gb
+
+
+def columns_contiguous(t) -> bool:
+    """Whether a tensor's last two axes are laid out column by column (a transposed matrix, such as
+    ``weight.T`` in ``linear``): the gradient is then made in that order too, so that undoing the
+    transpose gives a C-ordered array rather than a strided view a caller would copy."""
+    data = t._data
+    shape, strides = data.shape, getattr(data, "strides", None)
+    if strides is None or len(shape) < 2 or shape[-1] < 2 or shape[-2] < 2:
+        return False
+    return strides[-2] == data.itemsize and strides[-1] != data.itemsize
+
+
+def _grad_a(f, g, a, b):
+    """d(a @ b)/da = g @ b^T, summed over broadcast batch dims, in a's own memory order."""
+    if columns_contiguous(a):  # (b @ g^T)^T: a C-ordered product, seen transposed as a is
+        return f.sum_to(f.swapaxes(f.matmul(b, f.swapaxes(g, -1, -2)), -1, -2), a.shape)
+    return f.sum_to(f.matmul(g, f.swapaxes(b, -1, -2)), a.shape)
+
+
+def _grad_b(f, g, a, b):
+    """d(a @ b)/db = a^T @ g, in b's own memory order.
+
+    A matrix b shared by every batch of a (``x @ w`` with x of shape (..., M, K)) gets one
+    product over the flattened batch, (B*M, K)^T @ (B*M, N), instead of one per batch summed
+    afterwards.
+    """
+    if len(b.shape) == 2 and len(a.shape) > 2:
+        a = f.reshape(a, (-1, a.shape[-1]))
+        g = f.reshape(g, (-1, g.shape[-1]))
+    if columns_contiguous(b):  # (g^T @ a)^T: a C-ordered product, seen transposed as b is
+        return f.sum_to(f.swapaxes(f.matmul(f.swapaxes(g, -1, -2), a), -1, -2), b.shape)
+    return f.sum_to(f.matmul(f.swapaxes(a, -1, -2), g), b.shape)
 
 
 def parse_einsum(spec: str) -> tuple[str, str, str]:
