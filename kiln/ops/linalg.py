@@ -1,6 +1,8 @@
 """Linear-algebra primitives: batched matmul (BLAS) and two-operand einsum."""
 from __future__ import annotations
 
+import math
+
 from .elementwise import F, broadcast_shapes
 from .primitive import AbstractValue, Primitive, ShapeError
 
@@ -65,8 +67,9 @@ def _grad_b(f, g, a, b):
     afterwards.
     """
     if len(b.shape) == 2 and len(a.shape) > 2:
-        a = f.reshape(a, (-1, a.shape[-1]))
-        g = f.reshape(g, (-1, g.shape[-1]))
+        rows = math.prod(a.shape[:-1])  # not -1, which an empty K or N leaves undetermined
+        a = f.reshape(a, (rows, a.shape[-1]))
+        g = f.reshape(g, (rows, g.shape[-1]))
     if columns_contiguous(b):  # (g^T @ a)^T: a C-ordered product, seen transposed as b is
         return f.sum_to(f.swapaxes(f.matmul(f.swapaxes(g, -1, -2), a), -1, -2), b.shape)
     return f.sum_to(f.matmul(f.swapaxes(a, -1, -2), g), b.shape)
