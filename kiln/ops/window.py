@@ -5,7 +5,10 @@ window axes, so the compiler sees ordinary matmuls and reductions.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .elementwise import F
+from .fold_native import fold2d_into
 from .primitive import AbstractValue, Primitive, ShapeError
 
 
@@ -61,6 +64,8 @@ class Fold2d(Primitive):
         n, c, kh, kw, oh, ow = cols.shape
         ph, pw = padding
         out = xp.zeros((n, c, size[0] + 2 * ph, size[1] + 2 * pw), dtype=cols.dtype)
+        if xp is np and fold2d_into(out, cols, stride, dilation):  # the same additions, in C
+            return out[:, :, ph:ph + size[0], pw:pw + size[1]]
         sh, sw = stride
         for i in range(kh):
             top = i * dilation[0]
