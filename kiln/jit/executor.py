@@ -97,7 +97,7 @@ class OutputLayout:
 
 
 def _wrap(array: Any, like_device: Any) -> Tensor:
-    if type(array) is not np.ndarray:
+    if type(array) is not np.ndarray and getattr(like_device, "type", "cpu") == "cpu":  # a GPU plan's stay CuPy
         array = np.asarray(array)
     return Tensor._wrap(array, like_device)
 

@@ -146,6 +146,22 @@ def test_a_transfer_is_a_copy_that_carries_the_gradient_back() -> None:
         assert transfer(x, get_device("cpu")).grad_fn is None
 
 
+def test_a_graph_on_the_gpu_goes_to_cuda_under_auto_and_is_refused_by_cpu_backends() -> None:
+    from kiln.jit.backends import get_backend  # noqa: PLC0415
+    from kiln.jit.ir import Value  # noqa: PLC0415
+
+    class GPUGraph:  # what a lowering reads first: the inputs and their devices
+        inputs = [Value((2, 3), kiln.float32, Device("cuda"))]
+
+    for name in ("cpu", "interpret"):
+        with pytest.raises(RuntimeError, match=f"backend='{name}' compiles for the CPU, and this call's inputs are "
+                                               "on the GPU; use backend='auto' or backend=CUDACompiler"):
+            get_backend(name)[1](GPUGraph())
+    if not HAS_GPU:
+        with pytest.raises(DeviceUnavailableError, match=r"backend=CUDACompiler\(dtype='float32'\)"):
+            get_backend("auto")[1](GPUGraph())
+
+
 def test_moving_inside_a_compiled_function_is_refused_with_the_fix() -> None:
     @kiln.compile(fullgraph=True)
     def f(x):

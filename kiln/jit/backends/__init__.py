@@ -26,12 +26,36 @@ def get_backend(name: Any) -> tuple[str, Callable]:
         if ensure is not None:
             ensure()
         return label, lower
-    if name == "auto":
+    auto = name == "auto"
+    if auto:
         name = "cpu" if cpu.available() else "interpret"
     try:
-        return name, BACKENDS[name]
+        return name, _for_inputs_device(name, BACKENDS[name], auto)
     except KeyError:
         raise ValueError(f"unknown backend {name!r}: expected one of {['auto', *BACKENDS]}") from None
+
+
+def _on_gpu(graph: Any) -> bool:
+    return any(getattr(v.device, "type", None) == "cuda" for v in graph.inputs)
+
+
+def _for_inputs_device(name: str, lower: Callable, auto: bool) -> Callable:
+    """`lower`, for graphs whose inputs are on the CPU. A graph with GPU inputs goes to
+    ``CUDACompiler()`` under "auto" (as torch.compile picks its backend by the inputs' device),
+    and is refused, with the fix, by a backend named for the CPU."""
+    def lower_for_device(graph: Any) -> Any:
+        if _on_gpu(graph):
+            if not auto:
+                raise RuntimeError(f"backend={name!r} compiles for the CPU, and this call's inputs are on the GPU; "
+                                   "use backend='auto' or backend=CUDACompiler(...) for GPU tensors, or move the "
+                                   "inputs to the CPU with .cpu()")
+            from .cuda import CUDACompiler  # noqa: PLC0415
+
+            return CUDACompiler().lower(graph)
+        return lower(graph)
+
+    lower_for_device.__wrapped__ = lower  # type: ignore[attr-defined]
+    return lower_for_device
 
 
 __all__ = ["BACKENDS", "Plan", "get_backend", "lower"]
