@@ -96,7 +96,7 @@ template <typename F> static void kiln_launch(unsigned int block, F body) {
 """
 
 THREADS = 64  # threads of the emulated block: two warps, so the reduction across warps runs too
-_SIGNATURE = re.compile(r'^extern "C" __global__ void (kiln_k\d+)\((.*)\) \{$', re.M)
+_SIGNATURE = re.compile(r'^extern "C" __global__ void (\w+)\((.*)\) \{$', re.M)
 
 
 def _emulated_source(source: str) -> str:
@@ -109,38 +109,32 @@ def _emulated_source(source: str) -> str:
     return "\n".join([HEADER, body, *wrappers])
 
 
+def build_emulated(source: str, directory: Path, name: str) -> ctypes.CDLL:
+    """Build CUDA `source` for the host; each kernel K is launched by calling ``emu_K`` with K's arguments."""
+    cpp = directory / f"{name}.cpp"
+    cpp.write_text(_emulated_source(source))
+    lib = directory / f"{name}.so"
+    proc = subprocess.run([CXX, "-std=c++20", "-O0", "-pthread", "-shared", "-fPIC", "-ffp-contract=off",
+                           "-w", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"the host compiler could not build the emulated CUDA source {cpp}:\n{proc.stderr}")
+    return ctypes.CDLL(str(lib))
+
+
 class EmulatedModule:
     """A plan's kernels rendered for `storage`, built for the host; `run(k, arrays)` launches kernel k."""
 
     def __init__(self, kernels: list, storage: str, directory: Path):
         self.kernels, self.storage = kernels, storage
         source, self.names = render_module(kernels, CUDALanguage(storage))
-        cpp = directory / f"emulated_{storage}.cpp"
-        cpp.write_text(_emulated_source(source))
-        lib = directory / f"emulated_{storage}.so"
-        proc = subprocess.run([CXX, "-std=c++20", "-O0", "-pthread", "-shared", "-fPIC", "-ffp-contract=off",
-                               "-w", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise AssertionError(f"the host compiler could not build the emulated CUDA source {cpp}:\n{proc.stderr}")
-        self.lib = ctypes.CDLL(str(lib))
+        self.lib = build_emulated(source, directory, f"emulated_{storage}")
 
     def holder(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the array as the kernel stores it, the float32/float64/bool values that holds)."""
-        if a.dtype != np.float32 or self.storage == "float32" or a.size == 1:
-            return np.array(a, order="C"), a
-        if self.storage == "float16":
-            with np.errstate(over="ignore"):  # past float16's range is inf, as __float2half_rn gives
-                h = np.array(a.astype(np.float16), order="C")
-            return h, h.astype(np.float32)
-        bits = _to_bfloat16_bits(a)
-        return bits, _from_bfloat16_bits(bits)
+        return stored_as(a, self.storage)
 
     def values(self, stored: np.ndarray, dtype: Any) -> np.ndarray:
-        if stored.dtype == np.float16:
-            return stored.astype(np.float32)
-        if stored.dtype == np.uint16 and dtype == np.float32:
-            return _from_bfloat16_bits(stored)
-        return stored
+        return values_of(stored, dtype)
 
     def run(self, k: int, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Launch kernel k on host inputs; (its outputs as float32/... values, the inputs' stored values)."""
@@ -159,6 +153,28 @@ class EmulatedModule:
         fn(ctypes.c_longlong(outer), ctypes.c_longlong(inner), *[ctypes.c_void_p(a.ctypes.data) for a in out_stored],
            *[ctypes.c_void_p(a.ctypes.data) for a in stored])
         return [self.values(o, v.dtype.np) for o, v in zip(out_stored, outs)], list(rounded)
+
+
+def stored_as(a: np.ndarray, storage: str) -> tuple[np.ndarray, np.ndarray]:
+    """(`a` as a kernel of `storage` keeps it in memory, the values that holds): float32 arrays of more
+    than one element become float16 or bfloat16 bits (uint16); the rest stay as they are."""
+    if a.dtype != np.float32 or storage == "float32" or a.size == 1:
+        return np.array(a, order="C"), a
+    if storage == "float16":
+        with np.errstate(over="ignore", invalid="ignore"):  # past float16's range is inf, as __float2half_rn
+            h = np.array(a.astype(np.float16), order="C")
+        return h, h.astype(np.float32)
+    bits = _to_bfloat16_bits(a)
+    return bits, _from_bfloat16_bits(bits)
+
+
+def values_of(stored: np.ndarray, dtype: Any) -> np.ndarray:
+    """The values a stored array holds, as `dtype` (float32 for the half types)."""
+    if stored.dtype == np.float16:
+        return stored.astype(np.float32)
+    if stored.dtype == np.uint16 and dtype == np.float32:
+        return _from_bfloat16_bits(stored)
+    return stored
 
 
 def _to_bfloat16_bits(a: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""The rendered CUDA kernels compute what the CPU backend computes: every fused kernel of the
-workloads, run under a CPU emulation of CUDA's execution model (tests/cuda/cuda_emulator.py:
+"""The rendered CUDA kernels compute what the CPU backend computes: every spelling of the renderer's
+table vs the primitive's NumPy kernel, and every fused kernel of the workloads, run under a CPU emulation of CUDA's execution model (tests/cuda/cuda_emulator.py:
 a block of 256 host threads, barriers for __syncthreads, warp shuffles, IEEE half types), vs
 the CPU's reference evaluation of the same group on the same (storage-rounded) inputs.
 
@@ -10,8 +10,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cuda_emulator import EmulatedModule, needs_cxx
+import ctypes
+import re
+
+from kiln.jit.backends.cuda.language import CUDALanguage
+from kiln.ops.primitive import REGISTRY
+from tolerances import C_EXPR_ULPS
+
+from cuda_emulator import EmulatedModule, build_emulated, needs_cxx, stored_as, values_of
 from cuda_patterns import WORKLOADS, fused_kernels
+from test_cuda_nvcc import primitive_kernels
 
 pytestmark = needs_cxx
 
@@ -57,3 +65,46 @@ def test_every_fused_kernel_matches_the_cpu_reference(kernels, storage: str, tmp
             scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0
             np.testing.assert_allclose(g, w.astype(g.dtype), rtol=rtol, atol=atol * scale,
                                        err_msg=f"kernel {k}: {kernel.name} ({storage})")
+
+
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, -2.5, 3.0], np.float32)
+HALF_ULP = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+def _reference(name: str, xs: list[np.ndarray]) -> np.ndarray:
+    if name == "cast":
+        return xs[0]
+    if name == "where":
+        return np.where(xs[0] != 0, xs[1], xs[2])
+    return np.asarray(REGISTRY[name].kernel(np, *xs)).astype(np.float32)
+
+
+@pytest.mark.parametrize("storage", ["float32", "float16", "bfloat16"])
+def test_every_primitive_spelling_matches_its_numpy_kernel(storage: str, tmp_path) -> None:
+    """Each table entry as a kernel (out[i] = op(in0[i], ...)) on special values and random ones, vs the
+    primitive's NumPy kernel on the same stored inputs, stored the same way. float32: bit for bit except
+    the transcendentals' measured ulp bounds; a half type: its own rounding of those, one unit at most."""
+    lang = CUDALanguage(storage)
+    lib = build_emulated("\n".join([lang.prelude, *primitive_kernels(lang, "float32", "prim")]), tmp_path,
+                         f"prims_{storage}")
+    rng = np.random.default_rng(2)
+    for name, template in sorted(lang.ops.items()):
+        arity = 1 + max(int(k) for k in re.findall(r"\{(\d)\}", template))
+        grid = np.stack(np.meshgrid(*[SPECIALS] * arity, indexing="ij"), -1).reshape(-1, arity)
+        noise = (rng.uniform(0.5, 2.0, (512, arity)) * rng.choice([-1.0, 1.0], (512, arity))).astype(np.float32)
+        columns = np.concatenate([grid, noise]).T
+        stored, rounded = zip(*[stored_as(np.ascontiguousarray(c), storage) for c in columns])
+        out = stored_as(np.zeros(columns.shape[1], np.float32), storage)[0]
+        fn = getattr(lib, f"emu_prim_{name}")
+        fn.restype = None
+        fn(ctypes.c_longlong(columns.shape[1]), ctypes.c_void_p(out.ctypes.data),
+           *[ctypes.c_void_p(a.ctypes.data) for a in stored])
+        got = values_of(out, np.float32)
+        with np.errstate(all="ignore"):
+            want = values_of(stored_as(_reference(name, list(rounded)), storage)[0], np.float32)
+        ulps = C_EXPR_ULPS.get(name, {}).get("float32", 0)
+        if storage == "float32":
+            rtol = ulps * 2.0 ** -23
+        else:
+            rtol = HALF_ULP[storage] if ulps else 0.0
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=0, err_msg=f"{name} ({storage})")
