@@ -47,7 +47,8 @@ def kernels() -> list:
     return [k for name in WORKLOADS for k in fused_kernels(name)]
 
 
-@pytest.mark.parametrize("storage", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("storage", ["float32", "float16",
+                                     pytest.param("bfloat16", marks=pytest.mark.slow)])  # its loads/stores: below
 def test_every_fused_kernel_matches_the_cpu_reference(kernels, storage: str, tmp_path) -> None:
     module = EmulatedModule(kernels, storage, tmp_path)
     rng = np.random.default_rng(0)
