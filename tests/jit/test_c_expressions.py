@@ -14,10 +14,11 @@ computed NaNs, and they do differ between equally valid implementations: x86's "
 NaN" from 0/0 has the sign bit set while libm and NumPy's SIMD loops may return a
 positive NaN. Nothing in kiln may depend on a NaN's sign or payload.
 
-Primitives in tolerances.C_EXPR_ULPS (transcendentals, pow: libm cannot match NumPy's SIMD,
-SVML or SciPy implementations bit for bit) are compared in ulps instead, and may not be
-in fusion.FUSIBLE: every fused op must be bit-identical. The end-to-end tests compile
-each fusible op with kiln.compile(backend="cpu") and compare with eager execution.
+Primitives in tolerances.C_EXPR_ULPS (transcendentals, pow: no C matches NumPy's SIMD,
+SVML or SciPy implementations bit for bit) are compared in ulps instead. Of those, only
+fusion.TRANSCENDENTAL fuses, and only in float32 (kiln's vectorized versions): every other
+fused op must be bit-identical. The end-to-end tests compile each fusible op with
+kiln.compile(backend="cpu") and compare with eager execution (in ulps for those).
 """
 from __future__ import annotations
 
@@ -152,9 +153,11 @@ def cases_for(name: str) -> list[Case]:
 
 
 ALL_CASES = [case for name in c_primitives() for case in cases_for(name)]
-# a cast to the operand's own dtype is removed by ArithmeticElimination before fusion
+# a cast to the operand's own dtype is removed by ArithmeticElimination before fusion; transcendentals
+# fuse in float32 only
 FUSED_CASES = [case for case in ALL_CASES if case.name in fusion.FUSIBLE
-               and not (case.name == "cast" and case.in_dtypes == (case.out_dtype,))]
+               and not (case.name == "cast" and case.in_dtypes == (case.out_dtype,))
+               and not (case.name in fusion.TRANSCENDENTAL and case.out_dtype != "float32")]
 
 
 # ---- running a C expression -----------------------------------------------------------------
@@ -227,11 +230,13 @@ def test_every_c_expression_is_covered():
     assert {d.kind for d in c_dtypes()} <= {"b", "i", "f"}
 
 
-def test_fusible_ops_have_c_expressions_and_no_tolerance():
-    """Fused code must be bit-identical to eager, so no fusible op may need an ulp tolerance."""
+def test_fusible_ops_have_c_expressions_and_only_transcendentals_a_tolerance():
+    """Fused code is bit-identical to eager, except the float32 transcendentals: within 4 ulp."""
     for name in fusion.FUSIBLE - {"expand"}:
         assert C.template(REGISTRY[name]) is not None, name
-    assert not set(C_EXPR_ULPS) & fusion.FUSIBLE, "an op with a C-vs-NumPy tolerance must not be fused"
+    assert set(C_EXPR_ULPS) & fusion.FUSIBLE == fusion.TRANSCENDENTAL, \
+        "an op with a C-vs-NumPy tolerance fuses only as one of fusion.TRANSCENDENTAL"
+    assert all(C_EXPR_ULPS[name]["float32"] <= 4 for name in fusion.TRANSCENDENTAL)
     assert set(C_EXPR_ULPS) <= set(c_primitives())
 
 
@@ -271,7 +276,8 @@ def _fused_names(compiled) -> list[str]:
 
 
 @pytest.mark.parametrize("case", FUSED_CASES, ids=str)
-def test_compiled_fusible_op_equals_eager_bit_for_bit(kernel_cache, case):
+def test_compiled_fusible_op_equals_eager(kernel_cache, case):
+    """Bit for bit, or within the op's ulp bound for the float32 transcendentals."""
     xs = _tensors(case)
     keep = kiln.tensor(np.ones(xs[0].shape, dtype=bool))
     fn = _applied(case)
@@ -281,7 +287,8 @@ def test_compiled_fusible_op_equals_eager_bit_for_bit(kernel_cache, case):
         got, want = compiled(keep, *xs), fn(keep, *xs)
     assert _fused_names(compiled), f"{case} was not fused"
     g, w = got.numpy(), want.numpy()
-    bad = mismatches(g, w)
+    allowed = C_EXPR_ULPS.get(case.name, {}).get(case.out_dtype)
+    bad = mismatches(g, w) if allowed is None else ulp_distance(g, w) > allowed
     assert not bad.any(), "compiled != eager: " + describe(case, [x.numpy() for x in xs], g, w, bad)
 
 

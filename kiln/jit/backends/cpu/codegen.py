@@ -19,7 +19,7 @@ import numpy as np
 
 from ....ops.primitive import Primitive
 from ..render import C
-from .fusion import Group, choose_split, describe, index_form
+from .fusion import TRANSCENDENTAL, Group, choose_split, describe, index_form
 from .layouts import c_ordered
 from .toolchain import build
 
@@ -62,7 +62,7 @@ def render_function(group: Group, forms: list[str], name: str = "kiln_fused", st
         names[node.out.id] = f"t{t}"
     root = names[group.root.out.id]
     return "\n".join([
-        lang.signature(name, "void", params, storage),
+        lang.signature(name, "void", params, storage, wide=any(n.prim.name in TRANSCENDENTAL for n in group.nodes)),
         "    " + lang.outer_loop("o", "outer"),
         "        " + lang.loop("j", "inner"),
         *loads,

@@ -7,11 +7,15 @@ dims (bias rows, per-row statistics, scalars): then one [outer, inner] loop with
 compile-time index forms covers them all, and GCC vectorizes the inner loop. The kernel
 writes a C-ordered result, so a group stands in only for values eager NumPy also lays
 out in C order (layouts.py): a later NumPy sum adds another layout in another order.
-Transcendental ops stay in NumPy, whose SIMD versions beat scalar libm; they also round
-differently from libm, and fused code must equal eager execution bit for bit
-(tests/jit/test_c_expressions.py). pow is one of them: NumPy computes it with SVML on
-AVX-512 machines and turns a broadcast scalar exponent 0.5 / 2 / -1 into sqrt / square /
-reciprocal, none of which C's pow() reproduces.
+
+Fused code equals eager execution bit for bit, with one exception: the float32
+transcendentals exp, log, tanh, erf and sigmoid (TRANSCENDENTAL) fuse through the
+renderer's own vectorized versions (render/vecmath.py), which stay within 4 ulp of NumPy's
+(at most 3 measured on a dense grid, tests/jit/test_vector_math.py) and match it exactly on
+NaN, +-inf, +-0 and the overflow and underflow edges; no libm or NumPy implementation
+gives NumPy's bits anyway. In float64 they stay in NumPy, whose SIMD loops beat scalar
+libm. log1p, sin, cos and pow stay in NumPy too: pow because NumPy turns a broadcast
+scalar exponent 0.5 / 2 / -1 into sqrt / square / reciprocal, which C's pow() does not.
 """
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ import math
 from ...ir import Graph, Node, Value
 from .layouts import eager_layouts
 
+TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid"}  # fused in float32 only, within an ulp bound
 FUSIBLE = {"neg", "abs", "sign", "relu", "sqrt", "add", "sub", "mul", "div", "maximum", "minimum",
            "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not", "where", "cast",
-           "expand"}  # expand: the group reads its input with a broadcast index form instead
+           "expand", *TRANSCENDENTAL}  # expand: the group reads its input with a broadcast index form instead
 DTYPES = {"float32", "float64", "bool"}
 MIN_ELEMENTS = 4096  # below this, NumPy's per-call cost is already small
 MIN_NODES = 2
@@ -29,6 +34,8 @@ MIN_NODES = 2
 
 def _fusible(node: Node) -> bool:
     if node.prim.name not in FUSIBLE or node.out.dtype.name not in DTYPES:
+        return False
+    if node.prim.name in TRANSCENDENTAL and node.out.dtype.name != "float32":
         return False
     if any(v.dtype.name not in DTYPES for v in node.inputs):
         return False

@@ -2,13 +2,16 @@
 
 Its prelude turns off floating-point contraction, so a*b+c rounds twice, as NumPy's separate
 multiply and add do, never once in an FMA, whatever -ffp-contract the toolchain uses, and
-defines the helpers its table names (NumPy's floor division).
+defines the helpers its table names: NumPy's floor division, and the vectorizable
+transcendentals of vecmath.py (exp, log, tanh, erf, sigmoid: within a few ulp of NumPy in
+float32, libm in float64).
 """
 from __future__ import annotations
 
 from typing import ClassVar
 
 from .cstyle import OPS, CStyleLanguage
+from .vecmath import VECMATH
 
 PRELUDE = r"""#if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -42,8 +45,15 @@ class CLanguage(CStyleLanguage):
     ops: ClassVar[dict[str, str]] = {
         **OPS,
         "floor_divide": "kiln_floor_divide{f}({0}, {1})",  # NumPy's fmod-based algorithm, in PRELUDE
+        # vecmath.py: branch-free float32 versions (libm for double)
+        "exp": "kiln_exp{f}({0})",
+        "log": "kiln_log{f}({0})",
+        "tanh": "kiln_tanh{f}({0})",
+        "erf": "kiln_erf{f}({0})",
+        "sigmoid": "kiln_sigmoid{f}({0})",
     }
-    prelude: ClassVar[str] = PRELUDE
+    prelude: ClassVar[str] = PRELUDE + "\n" + VECMATH
+    wide_qualifier: ClassVar[str] = "KILN_WIDE_VECTORS"  # defined in VECMATH (512-bit vectors on x86 GCC)
 
 
 C = CLanguage()

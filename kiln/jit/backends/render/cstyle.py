@@ -73,6 +73,7 @@ class CStyleLanguage:
     index_type: ClassVar[str] = "long long"
     restrict: ClassVar[str] = "restrict"
     kernel_qualifier: ClassVar[str] = ""  # written before a kernel's return type (e.g. a GPU's entry marker)
+    wide_qualifier: ClassVar[str] = ""  # marks a function whose loops are compute-bound (prefer wide vectors)
     prelude: ClassVar[str] = ""  # what every generated source starts with
 
     # ---- types and names --------------------------------------------------------------------
@@ -120,10 +121,11 @@ class CStyleLanguage:
         """A pointer parameter or local declaration."""
         return f"{'const ' if const else ''}{ctype} *{self.restrict + ' ' if restrict else ''}{name}"
 
-    def signature(self, name: str, ret: str, params: list[str], storage: str = "") -> str:
-        """The opening line of a function (`storage` may be "static")."""
-        qualifier = f"{self.kernel_qualifier} " if self.kernel_qualifier else ""
-        return f"{storage + ' ' if storage else ''}{qualifier}{ret} {name}({', '.join(params)}) {{"
+    def signature(self, name: str, ret: str, params: list[str], storage: str = "", wide: bool = False) -> str:
+        """The opening line of a function (`storage` may be "static"; `wide`: its loops are compute-bound,
+        e.g. they evaluate transcendentals, so wider vectors pay)."""
+        qualifiers = [q for q in (storage, self.wide_qualifier if wide else "", self.kernel_qualifier) if q]
+        return f"{' '.join([*qualifiers, ret])} {name}({', '.join(params)}) {{"
 
     def loop(self, var: str, stop: str, start: str = "0") -> str:
         """The opening line of a sequential loop `var` in [start, stop)."""
