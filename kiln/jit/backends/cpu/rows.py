@@ -28,7 +28,8 @@ except a full node whose outside users are all fusible elementwise nodes: that n
 it from its inputs instead of reading a full-size temporary. Members left without a use
 are pruned.
 
-Exactness (fused == NumPy bit for bit): a sum adds each row in NumPy's pairwise order,
+Exactness (fused == NumPy bit for bit, except float32 transcendentals, which fuse within
+4 ulp of NumPy: fusion.TRANSCENDENTAL): a sum adds each row in NumPy's pairwise order,
 or left to right where the Sum kernel's small-window path (reduce.window_reduce) would
 run; max reductions are order-free except for the sign of a zero maximum, which the
 kernel detects and answers by evaluating the group with NumPy. NumPy sums rows in that
