@@ -88,8 +88,7 @@ def test_the_update_writes_parameters_and_state_in_place(optimizer: str) -> None
         np.testing.assert_array_equal(view, a.reshape(-1)[:3])
     plan = _step_plan(step)
     analysis = plan.analysis
-    tensors = [w for w in analysis.graph.state_writes if w.value.shape]  # (0-d counters are copied)
-    assert len(analysis.written) == len(tensors) > 0
+    assert len(analysis.written) == len(analysis.graph.state_writes) > 0  # (AdamW's 0-d step counters too)
     assert plan.fallback_calls == 0 and plan.observed_calls == 0
 
 

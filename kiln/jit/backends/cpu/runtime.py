@@ -147,6 +147,7 @@ class Variant:
             return name
 
         segment = 0
+        written = set(a.written.values())
         for kind, nodes in a.units():
             if kind == "python":
                 (node,) = nodes
@@ -160,7 +161,9 @@ class Variant:
                     if a.root[v.id] == v.id and a.buffers[v.id].kind == "fresh":
                         names[v.id] = f"v{v.id}"
                         body.append(f"    v{v.id} = empty({tuple(int(d) for d in v.shape)!r}, {const(v.dtype.np)})")
-            args = [names[key] if a.buffers[key].value.shape else f"asarray({names[key]})"
+            # (a 0-d array a state write lands in is passed as it is: a NumPy scalar there fails the check,
+            # where asarray would hand the segment a copy to write into)
+            args = [names[key] if a.buffers[key].value.shape or key in written else f"asarray({names[key]})"
                     for key in self.segment_args[segment]]
             body += [f"    rc = seg{segment}(({', '.join(args)},), A.address)",
                      "    if rc: return miss(rc, inputs, dims)"]

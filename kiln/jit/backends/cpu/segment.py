@@ -258,9 +258,12 @@ def _matmul_problem(a: Analysis, node: Node) -> str | None:
 
 
 def colsum_rows(node: Node) -> tuple[int, int] | None:
-    """(reduced rows, kept columns) of a sum over a leading block of axes, else None."""
+    """(reduced rows, kept columns) of a sum over a leading block of axes, else None. A whole vector
+    is one column: NumPy adds its contiguous run pairwise, as it adds a single column."""
     x = node.inputs[0]
     axes = tuple(node.params.get("axes", ()))
+    if len(x.shape) == 1 and axes == (0,):
+        return x.shape[0], 1
     if not axes or axes != tuple(range(len(axes))) or len(axes) >= len(x.shape):
         return None
     return math.prod(x.shape[:len(axes)]), math.prod(x.shape[len(axes):])
@@ -430,8 +433,8 @@ def _write_candidates(a: Analysis) -> dict[int, int]:
         if node is None or i is None or a.kinds.get(id(node)) != "native" or id(node) not in a.forms:
             continue
         target = graph.inputs[i]
-        if a.buffers[target.id].kind != "input" or target.id in a.held_layouts or not v.shape:
-            continue  # (a 0-d target may be a NumPy scalar, which the segment would read through a copy)
+        if a.buffers[target.id].kind != "input" or target.id in a.held_layouts:
+            continue
         if v.dtype.name != target.dtype.name or tuple(v.shape) != tuple(target.shape) or a.root[v.id] != v.id:
             continue
         if target.id in outputs or v.id in outputs:
