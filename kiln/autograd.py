@@ -248,10 +248,9 @@ def run_post_accumulate_hooks(t: Tensor) -> None:
 def _whole_view(data: Any, base: Any) -> bool:
     """Whether `data` is a C-ordered view of all of `base`'s memory (a reshaped or twice-transposed
     fresh result): it can then be handed out as a gradient as it is, with `base` counted as handed out."""
-    if type(data) is not type(base) or getattr(data, "ctypes", None) is None:  # NumPy arrays only
-        return False
-    return (data.flags.c_contiguous and base.flags.owndata and data.nbytes == base.nbytes
-            and data.ctypes.data == base.ctypes.data)
+    # a C-contiguous view as large as its owner covers all of the owner's memory, from its start
+    return (type(data) is type(base) and data.flags.c_contiguous and base.flags.owndata
+            and data.nbytes == base.nbytes)
 
 
 def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
