@@ -186,3 +186,40 @@ def _to_bfloat16_bits(a: np.ndarray) -> np.ndarray:
 
 def _from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+class EmulatedCUDA:
+    """A backend object: `CUDACompiler`'s plan (kiln/jit/backends/cuda/plan.build_plan) with NumPy in
+    CuPy's place and the module's kernels run by the CPU emulation. It checks the plan's logic (which
+    nodes become kernels, the launch arguments, the outputs' shapes and order), never a GPU."""
+
+    name = "emulated-cuda"
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.modules = 0
+
+    def load(self, source: str) -> Any:
+        lib = build_emulated(source, self.directory, f"plan_{self.modules}")
+        self.modules += 1
+        return _EmulatedFunctions(lib)
+
+    def lower(self, graph: Any) -> Any:
+        from kiln.jit.backends.cuda.plan import build_plan  # noqa: PLC0415
+
+        return build_plan(graph, "float32", np, self.load, self.name)
+
+
+class _EmulatedFunctions:
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+
+    def get_function(self, name: str) -> Any:
+        fn = getattr(self.lib, f"emu_{name}")
+        fn.restype = None
+
+        def launch(grid: tuple, block: tuple, args: tuple) -> None:
+            fn(*[ctypes.c_longlong(int(a)) if isinstance(a, (int, np.integer)) else ctypes.c_void_p(a.ctypes.data)
+                 for a in args])
+
+        return launch

@@ -9,6 +9,8 @@ kernel, every other node runs its primitive's kernel on CuPy arrays (matmuls go 
 through ``cupy.matmul``).
 
 NOT YET VERIFIED ON A GPU (no GPU was available where this was written): see docs/cuda.md.
+`build_plan` takes the array module and the module loader as arguments, so tests run the
+same plan logic with NumPy and a CPU emulation of the kernels (tests/cuda/test_cuda_plan_emulated.py).
 Half-precision plans (``CUDACompiler(dtype="float16")``) are rendered by `CUDALanguage` but
 not wired into plans: lowering one raises NotImplementedError rather than run unverified
 conversions of weights and activations.
@@ -18,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -68,12 +70,16 @@ def load_module(source: str, cupy: Any, arch: str | None = None) -> Any:  # prag
     return cupy.RawModule(path=str(path))
 
 
-class CUDAKernel(Primitive):  # pragma: no cover - GPU only
-    """A fused node of the CPU schedule launched as a CUDA kernel (one row per block for row kernels)."""
+class CUDAKernel(Primitive):
+    """A fused node of the CPU schedule launched as a CUDA kernel (one row per block for row kernels).
 
-    def __init__(self, fused: Any, function: Any, cupy: Any):
+    `function` is called as ``function(grid, block, args)``, as a ``cupy.RawKernel`` is; `xp` is
+    the array module that allocates its outputs (CuPy on a GPU).
+    """
+
+    def __init__(self, fused: Any, function: Any, xp: Any):
         self.name = "cuda_" + fused.name
-        self.fused, self.function, self.cupy = fused, function, cupy
+        self.fused, self.function, self.xp = fused, function, xp
         self.rows = isinstance(fused, RowKernel)
         group = fused.group
         if self.rows:
@@ -85,9 +91,9 @@ class CUDAKernel(Primitive):  # pragma: no cover - GPU only
             self.out_specs = [(shape, group.root.out.dtype.np)]
 
     def kernel(self, xp: Any, *arrays: Any) -> Any:
-        cupy = self.cupy
-        ready = [cupy.ascontiguousarray(cupy.asarray(a)) for a in arrays]
-        outs = [cupy.empty(shape, dtype) for shape, dtype in self.out_specs]
+        xp = self.xp
+        ready = [xp.ascontiguousarray(xp.asarray(a)) for a in arrays]
+        outs = [xp.empty(shape, dtype) for shape, dtype in self.out_specs]
         if self.rows:
             grid = max(1, min(self.outer, MAX_BLOCKS))
         else:
@@ -96,19 +102,29 @@ class CUDAKernel(Primitive):  # pragma: no cover - GPU only
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def lower_cuda(graph: Graph, compiler: Any, cupy: Any) -> Plan:  # pragma: no cover - GPU only
-    """graph -> a Plan over CuPy arrays whose fused nodes are CUDA kernels of one module."""
-    if compiler.dtype != "float32":
+def build_plan(graph: Graph, storage: str, xp: Any, load: Callable[[str], Any], name: str) -> Plan:
+    """graph -> a Plan over `xp` arrays whose fused nodes are the kernels of one CUDA module.
+
+    `load(source)` returns the module (anything with ``get_function(name)``); on a GPU that is
+    `load_module` with CuPy, and tests pass a CPU emulation of CUDA to check the plan's logic.
+    """
+    if storage != "float32":
         raise NotImplementedError(
-            f"{compiler!r}: half-precision plans are not built yet (the CUDA renderer spells float16/bfloat16 "
+            f"{name}: half-precision plans are not built yet (the CUDA renderer spells float16/bfloat16 "
             "storage, but plans do not yet convert weights and activations); use CUDACompiler(dtype='float32')")
     fused = fuse(graph, 1, 1)
     nodes = [n for n in fused.nodes if isinstance(n.prim, (FusedElementwise, RowKernel))]
     if nodes:
-        source, names = render_module([n.prim for n in nodes], CUDALanguage(compiler.dtype))
-        module = load_module(source, cupy, compiler.arch)
-        for node, name in zip(nodes, names):
-            node.prim = CUDAKernel(node.prim, module.get_function(name), cupy)
-    plan = Plan(fused, xp=cupy)
-    plan.backend = compiler.name
+        source, names = render_module([n.prim for n in nodes], CUDALanguage(storage))
+        module = load(source)
+        for node, kernel_name in zip(nodes, names):
+            node.prim = CUDAKernel(node.prim, module.get_function(kernel_name), xp)
+    plan = Plan(fused, xp=xp)
+    plan.backend = name
     return plan
+
+
+def lower_cuda(graph: Graph, compiler: Any, cupy: Any) -> Plan:  # pragma: no cover - GPU only
+    """graph -> a Plan over CuPy arrays whose fused nodes are CUDA kernels of one NVRTC-compiled module."""
+    return build_plan(graph, compiler.dtype, cupy, lambda source: load_module(source, cupy, compiler.arch),
+                      compiler.name)
