@@ -56,3 +56,4 @@ def test_a_bad_cuda_version_is_refused(bad) -> None:
 def test_the_source_must_be_text() -> None:
     with pytest.raises(TypeError, match="as a str"):
         module_key(b"bytes", compute_capability=(9, 0), cuda_version=12090)
+

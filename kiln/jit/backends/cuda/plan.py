@@ -43,6 +43,36 @@ def cache_dir() -> Path:
     return Path(root) / "cuda"
 
 
+HEADERS = ("cuda_fp16.h", "cuda_bf16.h")  # what the CUDA prelude includes
+
+
+def include_options(candidates: list[str]) -> list[str]:
+    """``-I`` options for the candidate directories that hold the CUDA headers the prelude includes
+    (NVRTC finds them only through an include path), in order, without duplicates."""
+    options: list[str] = []
+    for d in candidates:
+        if d and all(os.path.isfile(os.path.join(d, h)) for h in HEADERS) and f"-I{d}" not in options:
+            options.append(f"-I{d}")
+    return options
+
+
+def header_dirs(cupy: Any) -> list[str]:
+    """Where CUDA's headers may be: $CUDA_PATH, the toolkit CuPy found, and NVIDIA's pip wheels."""
+    dirs = [os.path.join(os.environ.get("CUDA_PATH", ""), "include")]
+    try:
+        dirs.append(os.path.join(cupy.cuda.get_cuda_path() or "", "include"))
+    except Exception:  # noqa: BLE001 - CuPy may not know a toolkit; the other places remain
+        pass
+    try:
+        import nvidia  # noqa: PLC0415 - namespace package of NVIDIA's CUDA wheels
+
+        for root in getattr(nvidia, "__path__", []):
+            dirs += sorted(str(p) for p in Path(root).glob("*/include"))
+    except ImportError:
+        pass
+    return dirs
+
+
 def load_module(source: str, cupy: Any, arch: str | None = None) -> Any:  # pragma: no cover - GPU only
     """A ``cupy.RawModule`` for `source`, from the disk cache when this GPU and CUDA version built it before."""
     options = list(COMPILE_OPTIONS) + ([f"--gpu-architecture={arch}"] if arch else [])
@@ -56,7 +86,8 @@ def load_module(source: str, cupy: Any, arch: str | None = None) -> Any:  # prag
     program = nvrtc.createProgram(source, "kiln.cu", (), ())
     try:
         try:
-            nvrtc.compileProgram(program, [*COMPILE_OPTIONS, f"--gpu-architecture={arch}"])
+            nvrtc.compileProgram(program, [*COMPILE_OPTIONS, f"--gpu-architecture={arch}",
+                                           *include_options(header_dirs(cupy))])
         except nvrtc.NVRTCError as exc:
             raise RuntimeError(f"NVRTC could not compile kiln's CUDA source: {exc}\n"
                                f"{nvrtc.getProgramLog(program)}") from exc
