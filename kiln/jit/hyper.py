@@ -80,6 +80,25 @@ def compile_expr(expr: tuple) -> Callable[[list], Any]:
     return eval(f"lambda e: {code}", {"_sqrt": math.sqrt, "__builtins__": {"abs": abs}})  # noqa: S307 - our own
 
 
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+def compile_guards(guards: tuple) -> Callable[[list], bool] | None:
+    """One Python function saying whether every ``(expr, result)`` guard still gives its result for
+    the source values `env` (the comparisons `evaluate` makes, in the same order), or None when a
+    guard holds something Python source cannot spell (a string, None): then only `evaluate` can tell."""
+    parts = []
+    for expr, result in guards:
+        if expr[0] not in _COMPARISONS or type(result) is not bool:
+            return None
+        a, b = _source_code(expr[1]), _source_code(expr[2])
+        if a is None or b is None:
+            return None
+        parts.append(f"(({a} {expr[0]} {b}) == {result!r})")
+    code = " and ".join(parts) or "True"
+    return eval(f"lambda e: {code}", {"_sqrt": math.sqrt, "__builtins__": {"abs": abs}})  # noqa: S307 - our own
+
+
 def expr_text(expr: tuple, names: list[str]) -> str:
     """`expr` as text, naming each source as `names` does (``-param_groups[0]['lr']``)."""
     kind = expr[0]

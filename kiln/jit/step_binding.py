@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
-from .hyper import HyperSource, StateSource, evaluate, expr_text
+from .hyper import HyperSource, StateSource, compile_guards, evaluate, expr_text
 
 
 def grad_owner(target: tuple, leaves: list) -> Tensor:
@@ -28,12 +28,12 @@ def grad_owner(target: tuple, leaves: list) -> Tensor:
 
 def optimizer_signature(optimizer: Any) -> tuple:
     """Which tensors each parameter group holds and which state keys each parameter has."""
-    state = optimizer.state
+    get = optimizer.state.get
     parts = []
     for group in optimizer.param_groups:
         params = dict.__getitem__(group, "params")
         parts.append(tuple(map(id, params)))
-        parts.append(tuple(tuple(state[p]) if p in state else () for p in params))
+        parts.append(tuple(tuple(s) if (s := get(p)) else () for p in params))
     return tuple(parts)
 
 
@@ -68,6 +68,7 @@ class StepBinding:
         self.n_user = n_user  # the plan's outputs after the user's are the extra outputs
         self.backward_ran = backward_ran
         self.effects = bool(grad_sets or state_sets or optimizers)
+        self._guards_hold = compile_guards(self.hyper_guards)  # the guards' fast check (None: evaluate each)
 
     def env(self) -> list:
         """The current value of every hyperparameter source (the plan's hyper inputs read them)."""
@@ -75,11 +76,9 @@ class StepBinding:
 
     def stale_reason(self, leaves: list) -> Any:
         """Why the plan cannot serve this call (a MissReason), or None when it can."""
-        from .misslog import MissReason  # noqa: PLC0415 - misslog imports trace, which imports this
-
         for optimizer, signature in self.optimizers:
             if optimizer_signature(optimizer) != signature:
-                return MissReason(f"{type(optimizer).__name__}'s parameters or state changed (state created "
+                return _miss(f"{type(optimizer).__name__}'s parameters or state changed (state created "
                                   "by a first step, load_state_dict, a parameter added to a group)",
                                   "optimizer", type(optimizer).__name__)
         for target, expected in self.grad_guards:
@@ -87,13 +86,20 @@ class StepBinding:
             now = None if grad is None else (grad._data.shape, grad._data.dtype)
             if now != expected:
                 what = "a tensor" if target[0] == "tensor" else f"argument leaf {target[1]}"
-                return MissReason(f"the .grad of {what} read by the step was {_grad_text(expected)} when traced, "
+                return _miss(f"the .grad of {what} read by the step was {_grad_text(expected)} when traced, "
                                   f"now {_grad_text(now)}", "grad", what, _grad_text(expected), _grad_text(now))
         if self.hyper_guards:
+            check = self._guards_hold
+            if check is not None:
+                try:
+                    if check(self.env()):
+                        return None
+                except Exception:  # noqa: BLE001 - the check below names what failed
+                    pass
             try:
                 env = self.env()
             except (LookupError, AttributeError, TypeError) as exc:
-                return MissReason(f"a hyperparameter read by the step is gone ({type(exc).__name__}: {exc})",
+                return _miss(f"a hyperparameter read by the step is gone ({type(exc).__name__}: {exc})",
                                   "hyperparameter")
             for expr, result in self.hyper_guards:
                 try:
@@ -103,7 +109,7 @@ class StepBinding:
                 if not holds:
                     names = [s.name() for s in self.sources]
                     text = expr_text(expr, names)
-                    return MissReason(f"hyperparameter guard `{text}` was {result} when traced, now is not "
+                    return _miss(f"hyperparameter guard `{text}` was {result} when traced, now is not "
                                       "(the optimizer takes another branch)", "hyperparameter", text, result,
                                       not result)
         return None
@@ -121,6 +127,12 @@ class StepBinding:
             owner._grad = None if index is None else _fresh(extra[index], owner._device, handed_out)
         for (optimizer, param, key), index, device in self.state_sets:
             optimizer.state[param][key] = _fresh(extra[index], device, handed_out)
+
+
+def _miss(*args: Any) -> Any:
+    from .misslog import MissReason  # noqa: PLC0415 - misslog imports trace, which imports this module
+
+    return MissReason(*args)
 
 
 def memory_owner(array: Any) -> Any:

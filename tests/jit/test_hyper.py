@@ -106,3 +106,18 @@ def test_compiled_expressions_equal_evaluate() -> None:
     for env in ([0.1, 0.9, 0.999, 3.0], [0.37, 0.5, 0.25, 99.0]):
         for e in exprs:
             assert compile_expr(e)(env) == evaluate(e, env)
+
+
+def test_compiled_guards_hold_exactly_when_every_guard_evaluates_to_its_result() -> None:
+    from kiln.jit.hyper import compile_guards
+
+    guards = ((("!=", ("src", 0), ("num", 0)), True), (("==", ("src", 1), ("num", False)), True),
+              (("<", ("-", ("num", 1.0), ("src", 2)), ("num", 0.5)), True), ((">=", ("src", 0), ("src", 2)), False))
+    check = compile_guards(guards)
+    envs = [[0.9, False, 0.999], [0.0, False, 0.999], [0.9, True, 0.999], [0.9, False, 0.2], [1.0, False, 0.999],
+            [0.9, 0, 0.9]]
+    for env in envs:
+        want = all(evaluate(e, env) == r for e, r in guards)
+        assert check(env) is want, env
+    assert compile_guards(())([]) is True
+    assert compile_guards(((("==", ("src", 0), ("num", "a string")), True),)) is None  # only evaluate can tell
