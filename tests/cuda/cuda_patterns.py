@@ -55,6 +55,13 @@ def _softmax() -> tuple[Callable, tuple]:
     return (lambda x, t: (F.softmax(x, dim=-1) * t).sum()), (x, t)
 
 
+def _softmax_float64() -> tuple[Callable, tuple]:
+    """Float64 graphs keep double math and storage in every CUDA storage mode."""
+    x = kiln.randn(8, 50, dtype=kiln.float64, requires_grad=True)
+    t = kiln.randn(8, 50, dtype=kiln.float64)
+    return (lambda x, t: (F.log_softmax(x, dim=-1) * t).sum()), (x, t)
+
+
 def _cross_entropy() -> tuple[Callable, tuple]:
     logits = kiln.randn(16, 100, requires_grad=True)
     y = kiln.tensor(np.arange(16) * 7 % 100)
@@ -81,7 +88,8 @@ def _gpt_block() -> tuple[Callable, tuple]:
 
 
 WORKLOADS: dict[str, Callable[[], tuple[Callable, tuple]]] = {
-    "mlp": _mlp, "layernorm_gelu": _layernorm_gelu, "softmax": _softmax, "cross_entropy": _cross_entropy,
+    "mlp": _mlp, "layernorm_gelu": _layernorm_gelu, "softmax": _softmax, "softmax_float64": _softmax_float64,
+    "cross_entropy": _cross_entropy,
     "attention": _attention, "gpt_block": _gpt_block,
 }
 
