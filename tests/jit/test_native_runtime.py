@@ -335,8 +335,7 @@ def test_the_runtime_can_be_turned_off(monkeypatch):
 
 # ---- sums over leading axes -------------------------------------------------------------------
 @pytest.mark.parametrize("shape, axes", [((16, 10), (0,)), ((5, 3, 7), (0, 1)), ((3, 8192), (0,)), ((8, 1), (0,)), ((300, 1, 1), (0,)),
-                                         ((1, 6), (0,)), ((0, 4), (0,)), ((9, 2, 5), (0,)), ((1,), (0,)),
-                                         ((7,), (0,)), ((300,), (0,)), ((0,), (0,))])
+                                         ((1, 6), (0,)), ((0, 4), (0,)), ((9, 2, 5), (0,))])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_leading_axis_sums_add_in_numpys_order(shape, axes, dtype):
     rng = np.random.default_rng(0)
@@ -359,7 +358,7 @@ def test_leading_axis_sums_add_in_numpys_order(shape, axes, dtype):
         assert_bitwise(compiled(x).numpy(), f(x).numpy(), f"sum over {axes} of {shape}")
     plan = compiled.cache_entries[0].plan
     kinds = {n.prim.name: plan.current.analysis.kinds[id(n)] for n in plan.graph.nodes}
-    assert kinds in ({"sum": "native"}, {"fused_rows[sum]": "native"}), kinds  # (a vector may be a row kernel)
+    assert kinds == {"sum": "native"}, kinds
 
 
 # ---- matmul: NumPy's BLAS call, bit for bit ---------------------------------------------------
