@@ -2,7 +2,9 @@
 
 The oracle is the interpreter backend: every compiled result here must equal it bit for
 bit (values viewed as unsigned integers, so -0.0 != +0.0; NaN equal to NaN whatever its
-payload). Also checked: outputs are never overwritten by a later call, threads may call
+payload), except where a float32 graph has transcendentals (softmax's exp, GELU's tanh):
+those fuse within 4 ulp of NumPy (kiln/jit/backends/render/vecmath.py), so results are
+compared with the float32 tolerance of tests/tolerances.py, NaN and infinities in place. Also checked: outputs are never overwritten by a later call, threads may call
 one plan at once, the C has one function per segment, and the pieces (NumPy's BLAS
 dispatch, strided views, arena offsets, leading-axis sums) against NumPy itself.
 """
@@ -16,6 +18,8 @@ import zlib
 
 import numpy as np
 import pytest
+
+from tolerances import tol
 
 import kiln
 import kiln.nn as nn
@@ -53,6 +57,14 @@ def assert_bitwise(got, want, what=""):
         where = np.flatnonzero(differ)[:5]
         raise AssertionError(f"{what}: {int(differ.sum())} of {differ.size} elements differ, e.g. at {where}: "
                              f"{got.reshape(-1)[where]} vs the interpreter's {want.reshape(-1)[where]}")
+
+
+def assert_close(got, want, what="", kind="forward"):
+    """Equal within the float32 tolerance (`kind`: tolerances.TOLERANCES), NaN and infinities in the same
+    places: for float32 graphs with fused transcendentals, which stay within a few ulp of NumPy."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
+    np.testing.assert_allclose(got, want, err_msg=what, **tol(got.dtype, kind))
 
 
 def _plans(entry) -> list:
@@ -106,9 +118,14 @@ def test_training_equals_the_interpreter_bit_for_bit(name, batch, dtype):
     model, x, y = _case(name, batch, dtype)
     want, _ = _train(model, x, y, "interpret")
     got, compiled = _train(model, x, y, "cpu")
+    fused_transcendentals = dtype == "float32" and name in ("gpt", "block")  # softmax, GELU
     for call, (g, w) in enumerate(zip(got, want)):
         for k, (a, b) in enumerate(zip(g, w)):
-            assert_bitwise(a, b, f"{name} call {call}, {'output' if k == 0 else f'grad {k - 1}'}")
+            what = f"{name} call {call}, {'output' if k == 0 else f'grad {k - 1}'}"
+            if fused_transcendentals:
+                assert_close(a, b, what, "grad")
+            else:
+                assert_bitwise(a, b, what)
     plans = _plans(compiled.cache_entries[0])
     assert all(isinstance(p, runtime.NativePlan) for p in plans)
     observed = [p.observed_calls for p in plans]
@@ -148,7 +165,7 @@ def test_bias_and_activation_run_in_place_over_the_gemm_result():
     def f(x, w, b):
         g = x @ w
         first = (g + b).relu()  # g is read again below: not in place
-        return first * 2.0, ((g * 0.5).exp() + b).relu()  # the last read of g's exp: in place
+        return first * 2.0, ((g * 0.5).sin() + b).relu()  # the last read of g's sin: in place
 
     compiled = kiln.compile(f, backend="cpu")
     x, w, b = kiln.randn(5, 6), kiln.randn(6, 7), kiln.randn(7)
@@ -276,7 +293,7 @@ def test_a_returned_parameter_is_a_copy():
 def test_source_has_one_function_per_segment():
     def f(x, w):
         h = (x @ w).relu() * 2.0
-        return h.exp() @ w.T + 1.0  # exp stays with NumPy: two segments around it
+        return h.sin() @ w.T + 1.0  # sin stays with NumPy: two segments around it
 
     compiled = kiln.compile(f, backend="cpu")
     x, w = kiln.randn(3, 5), kiln.randn(5, 5)
@@ -335,7 +352,8 @@ def test_the_runtime_can_be_turned_off(monkeypatch):
 
 # ---- sums over leading axes -------------------------------------------------------------------
 @pytest.mark.parametrize("shape, axes", [((16, 10), (0,)), ((5, 3, 7), (0, 1)), ((3, 8192), (0,)), ((8, 1), (0,)), ((300, 1, 1), (0,)),
-                                         ((1, 6), (0,)), ((0, 4), (0,)), ((9, 2, 5), (0,))])
+                                         ((1, 6), (0,)), ((0, 4), (0,)), ((9, 2, 5), (0,)), ((1,), (0,)),
+                                         ((7,), (0,)), ((300,), (0,)), ((0,), (0,))])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_leading_axis_sums_add_in_numpys_order(shape, axes, dtype):
     rng = np.random.default_rng(0)
@@ -358,7 +376,7 @@ def test_leading_axis_sums_add_in_numpys_order(shape, axes, dtype):
         assert_bitwise(compiled(x).numpy(), f(x).numpy(), f"sum over {axes} of {shape}")
     plan = compiled.cache_entries[0].plan
     kinds = {n.prim.name: plan.current.analysis.kinds[id(n)] for n in plan.graph.nodes}
-    assert kinds == {"sum": "native"}, kinds
+    assert kinds in ({"sum": "native"}, {"fused_rows[sum]": "native"}), kinds  # (a vector may be a row kernel)
 
 
 # ---- matmul: NumPy's BLAS call, bit for bit ---------------------------------------------------
@@ -586,10 +604,11 @@ def test_templates_on_random_shapes_layouts_and_special_values(template, dtype):
         except (ValueError, IndexError, RuntimeError):  # shapes a template cannot take (e.g. an empty max)
             continue
         compiled, interp = kiln.compile(fn, backend="cpu"), kiln.compile(fn, backend="interpret")
+        check = assert_close if dtype == "float32" and template == "softmax rows" else assert_bitwise  # exp
         with kiln.no_grad():
             for _ in range(2):
-                assert_bitwise(compiled(*args).numpy(), interp(*args).numpy(), f"{template} draw {draw}")
-        assert_bitwise(compiled(*args).numpy(), want.numpy(), f"{template} draw {draw} vs eager")
+                check(compiled(*args).numpy(), interp(*args).numpy(), f"{template} draw {draw}")
+        check(compiled(*args).numpy(), want.numpy(), f"{template} draw {draw} vs eager")
 
 
 def test_a_compiler_that_breaks_later_costs_one_warning_and_no_error(monkeypatch):
