@@ -6,8 +6,8 @@ the user-level function to run and the operands to call it with. `EXCLUDED` name
 primitives that cannot be reached this way, with the reason.
 
 Operands are `Arg`s: a base array plus a view of it (contiguous, transposed, every other element
-of the last dim, or starting one row in), so compiled code sees non-contiguous and offset
-inputs. A gradient, when asked for, goes to the base, through the eager view.
+of the last dim, starting one row in, or one row broadcast down the first dim with stride 0),
+so compiled code sees non-contiguous, offset and broadcast inputs. A gradient, when asked for, goes to the base, through the eager view.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import kiln
 import kiln.nn.functional as F
 
 FLOATS = ("float32", "float64")
-VIEWS = ("C", "T", "step", "offset")
+VIEWS = ("C", "T", "step", "offset", "bcast")
 SMALL_DIMS = (1, 2, 3, 4, 5, 7)
 BIG_ROWS = (64, 80, 127, 130)  # last dims of "big" shapes; leading dims bring them past 4096 elements
 BIG_NUMEL = 4100
@@ -29,12 +29,13 @@ BIG_NUMEL = 4100
 
 @dataclass(frozen=True)
 class Arg:
-    """One tensor operand: its base array, the view of it the function receives, and whether the
-    base is a leaf that receives a gradient."""
+    """One tensor operand: its base array, the view of it the function receives (of `shape`), and
+    whether the base is a leaf that receives a gradient."""
 
     base: np.ndarray
     view: str
     grad: bool
+    shape: tuple
 
     def make(self) -> tuple[kiln.Tensor, kiln.Tensor]:
         """A fresh leaf holding a copy of the base, and the view of it."""
@@ -45,18 +46,9 @@ class Arg:
             return leaf, leaf[..., ::2]
         if self.view == "offset":
             return leaf, leaf[1:]
+        if self.view == "bcast":
+            return leaf, leaf.expand(*self.shape)
         return leaf, leaf
-
-    @property
-    def shape(self) -> tuple:
-        s = list(self.base.shape)
-        if self.view == "T":
-            s[-1], s[-2] = s[-2], s[-1]
-        elif self.view == "step":
-            s[-1] = (s[-1] + 1) // 2
-        elif self.view == "offset":
-            s[0] -= 1
-        return tuple(s)
 
     def __repr__(self) -> str:
         view = "" if self.view == "C" else f"({self.view})"
@@ -154,6 +146,7 @@ class Draw:
             grad = self.grad and dtype in FLOATS and not fill.startswith("index:")
         if view is None:
             views = ["C"] + (["step", "offset"] if len(shape) >= 1 else []) + (["T"] if len(shape) >= 2 else [])
+            views += ["bcast"] if len(shape) >= 2 and shape[0] != 1 and not fill.startswith("index:") else []
             views = [v for v in views if v in self.views]
             view = "C" if self.coin(0.35) or len(views) == 1 else self.pick(views)
         base = list(shape)
@@ -163,7 +156,9 @@ class Draw:
             base[-1] = 2 * base[-1]
         elif view == "offset":
             base[0] += 1
-        return Arg(self.values(tuple(base), fill, dtype), view, grad)
+        elif view == "bcast":
+            base[0] = 1
+        return Arg(self.values(tuple(base), fill, dtype), view, grad, tuple(shape))
 
     def scalar(self) -> float:
         """A Python scalar operand, special values included."""

@@ -4,24 +4,33 @@ kiln.compile(backend="cpu") on the same random inputs must agree.
 The table (primitive_cases.py) reaches each primitive from user-level kiln code. Each case
 draws operands from a seed: broadcasting shapes, size-1 and size-0 dims, transposed, strided
 and offset views, float32, float64, int64 and bool where the op takes them, and special
-values (NaN, +-inf, -0.0, huge, tiny, subnormal). The op's result goes through a small
-chain (``y * 2 + 1``, and a sum over the last axis) so elementwise and row fusion patterns
-run too; "big" cases pass 4096 elements, where the fused kernels' vectorized loops run and
-where the Python replay (no native runtime) fuses as well. Gradients come from a random
-upstream gradient. Each function is called twice: the first call traces, the second replays.
+values (NaN, +-inf, -0.0, huge, tiny, subnormal). The op's result may go through a small
+chain ("affine": ``y * 2 + 1`` and ``y * -0.5``; "rows": ``y * -0.5`` and a sum over the
+last axis of ``y * 2 + 1``) so elementwise and row fusion patterns run too; "big" cases pass
+4096 elements, where the fused kernels' vectorized loops run (and, for a case on its own,
+the Python replay without the native runtime fuses too). Gradients of the operands come
+from a random upstream gradient. Each function is called three times on fresh copies of the
+same inputs: the first call traces, the second replays (a non-contiguous input is then a new
+layout, observed in Python), the third runs the native variant made for those layouts.
+
+C compilation dominates the cost, so the default tests run bundles: one case of every
+primitive in ONE compiled function (a few compilations for the whole table); a bundle's
+failure names each disagreeing case, and test_one_case[<id>] (slow) reruns one on its own.
 
 Comparison: bit for bit (values viewed as unsigned integers, so -0.0 != +0.0; NaN equal to
-NaN whatever its payload). Where a graph holds a transcendental of tolerances.C_EXPR_ULPS,
-the cpu backend (C may call other implementations than NumPy) is held to that many ulps of
-the result, widened by the same ulps of the largest finite result magnitude, since a chain
-after the op can cancel. Infinities, NaN positions and the interpreter are exact regardless.
-Random primitives: from the same seed, the compiled stream equals eager's, call after call.
+NaN whatever its payload). Where a case's graph holds a transcendental of
+tolerances.C_EXPR_ULPS, the cpu backend (its C may use other implementations than NumPy) is
+held to that many ulps of each result, plus as many ulps of the largest finite magnitude in
+that result, since the chain after the op can cancel; infinities and NaN positions stay
+exact, and the interpreter is always bit-exact with eager. Random primitives: from the same
+seed, the compiled streams equal eager's, call after call.
 """
 from __future__ import annotations
 
-import os
+import warnings
 import zlib
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -36,50 +45,83 @@ from kiln.ops.primitive import REGISTRY
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="no C compiler")
 
-MODES = ("eager", "interpret", "cpu")
 CALLS = 3  # trace; a replay (a new input layout is observed in Python); a replay in the variant made for it
 
 
 # ---- cases ------------------------------------------------------------------------------------------
-def _plan(entry: Entry, slow: bool) -> list[tuple[str, str, str]]:
-    """(dtype, size, chain) of each case of one primitive."""
-    dtypes = [t for t in entry.dtypes if t in FLOATS] or list(entry.dtypes)
-    first, second = dtypes[0], dtypes[-1]
-    cases = [(first, "small", "plain"), (second, "small", "affine"), (first, "big", "rows")]
-    if entry.empty:
-        cases.append((second, "empty", "affine"))
-    cases += [(t, "small", "plain") for t in entry.dtypes if t not in dtypes]
-    if slow:
-        cases += [(t, size, chain) for t in entry.dtypes for size, chain in
-                  (("small", "rows"), ("small", "affine"), ("empty", "plain"), ("big", "affine"))
-                  if size != "empty" or entry.empty]
-    return cases
+# Bundles: each runs one case of every primitive that takes its dtype (the others: their own
+# dtype) in ONE compiled function, so a handful of C compilations cover the whole table.
+BUNDLES = [("small", "float64", "plain"), ("big", "float32", "rows"), ("empty", "float32", "plain"),
+           ("small", "int64", "plain")]
+SLOW_BUNDLES = [("small", "float32", "rows"), ("small", "float64", "affine"), ("empty", "float64", "affine"),
+                ("big", "float64", "affine"), ("big", "int64", "rows")]
+
+# case id -> why it fails (a known bug): run on its own, as a strict xfail, and kept out of the bundles
+XFAIL: dict[str, str] = {
+    "pow-float64-small-plain": (
+        "cpu runtime.py Variant._generate: a native variant made for strided inputs (a[..., ::2] ** b[::2] "
+        "with grads, third call) leaves a segment holding only a `full` node, whose argument list is empty; "
+        "the driver then renders `rc = seg0((,), A.address)`, a SyntaxError raised from backward()"),
+}
 
 
-def _params(slow: bool) -> list:
+def _case_dtype(entry: Entry, dtype: str) -> str | None:
+    if dtype in entry.dtypes:
+        return dtype
+    if dtype == "int64":
+        return "bool" if "bool" in entry.dtypes else None
+    return None if set(entry.dtypes) & set(FLOATS) else entry.dtypes[0]
+
+
+def bundle_cases(size: str, dtype: str, chain: str) -> list[tuple[str, str, str, str]]:
+    """(name, dtype, size, chain) of each primitive in one bundle."""
     out = []
     for name, entry in sorted(TABLE.items()):
-        for dtype, size, chain in _plan(entry, slow):
-            case_id = f"{name}-{dtype}-{size}-{chain}" + ("-sweep" if slow else "")
-            out.append(pytest.param(name, dtype, size, chain, id=case_id))
+        t = _case_dtype(entry, dtype)
+        if t is not None and (size != "empty" or entry.empty):
+            out.append((name, t, size, chain))
     return out
 
 
-@pytest.fixture(scope="module")
-def kernel_dir(tmp_path_factory):
-    """One kernel cache for the module (the same kernel is built once), apart from the user's."""
-    old = os.environ.get("KILN_CACHE_DIR")
-    os.environ["KILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
-    yield
-    if old is None:
-        os.environ.pop("KILN_CACHE_DIR", None)
-    else:
-        os.environ["KILN_CACHE_DIR"] = old
+def case_id(name: str, dtype: str, size: str, chain: str) -> str:
+    return f"{name}-{dtype}-{size}-{chain}"
+
+
+def _all_cases() -> list[tuple[str, str, str, str]]:
+    return sorted({c for b in BUNDLES + SLOW_BUNDLES for c in bundle_cases(*b)})
 
 
 @pytest.fixture(autouse=True)
-def eager_plans(kernel_dir):
+def eager_plans():
     runtime._made.clear()  # native code is generated at once, not after a Python first call
+
+
+@dataclass
+class Part:
+    """One primitive's case: the user-level function (with its chain), its operands, and what its
+    unoptimized trace holds."""
+
+    case_id: str
+    name: str
+    fn: Callable
+    args: list[Arg]
+    float: str
+    prims: set
+
+    def __repr__(self) -> str:
+        return f"{self.case_id}: {self.name}({', '.join(map(repr, self.args))})"
+
+
+def make_part(name: str, dtype: str, size: str, chain: str, tag: str = "", **draw_options: Any) -> Part:
+    """Draw the operands of one case from its seed (the same inside a bundle and on its own)."""
+    entry = TABLE[name]
+    seed = zlib.crc32(f"{name} {dtype} {size} {chain} {tag}".encode())
+    draw = Draw(np.random.default_rng(seed), dtype, size, grad=entry.grad, **draw_options)
+    fn, args = entry.build(draw)
+    fn = _chain(fn, chain, draw.float)
+    with np.errstate(all="ignore"):
+        prims = {n.prim.name for n in trace(fn, tuple(a.make()[1] for a in args)).graph.nodes}
+    return Part(case_id(name, dtype, size, chain) + (f"-{tag}" if tag else ""), name, fn, args, draw.float, prims)
 
 
 # ---- running -------------------------------------------------------------------------------------
@@ -110,39 +152,58 @@ def _flatten(out: Any) -> list[kiln.Tensor]:
     return [out]
 
 
-def _run(fn, args: list[Arg], mode: str, seed: int, native: bool = True):
-    """CALLS calls of fn in `mode` from one RNG seed: per call, output arrays and base gradients."""
-    runner = fn
+def _bundle(parts: list[Part]) -> Callable:
+    """One function running every part on its slice of the operands; a tuple of outputs per part."""
+    spans, at = [], 0
+    for p in parts:
+        spans.append((p.fn, at, at + len(p.args)))
+        at += len(p.args)
+
+    def bundled(*views):
+        return tuple(tuple(_flatten(fn(*views[lo:hi]))) for fn, lo, hi in spans)
+    return bundled
+
+
+def _run(parts: list[Part], mode: str, seed: int, native: bool = True):
+    """CALLS calls of the bundle in `mode` from one RNG seed. Per call and part: its outputs as
+    (array, requires_grad), and the gradients of its operands' bases (one random upstream
+    gradient per float output that requires grad)."""
+    runner = _bundle(parts)
     if mode != "eager":
-        runner = kiln.compile(fn, backend=mode)
+        runner = kiln.compile(runner, backend=mode)
     saved = cpu.NATIVE_RUNTIME
     cpu.NATIVE_RUNTIME = native
     try:
         kiln.manual_seed(seed)
         calls = []
         for call in range(CALLS):
-            made = [a.make() for a in args]
-            leaves = [leaf for (leaf, _), a in zip(made, args) if a.grad]
-            with np.errstate(all="ignore"):
-                outs = _flatten(runner(*[view for _, view in made]))
-                values = [o.detach().numpy().copy() for o in outs]
-                grads: list = []
-                diff = [o for o in outs if o.requires_grad]
-                if leaves and diff:
+            made = [[a.make() for a in p.args] for p in parts]
+            views = [view for m in made for _, view in m]
+            leaves = [[leaf for (leaf, _), a in zip(m, p.args) if a.grad] for m, p in zip(made, parts)]
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                # the bundle's tuple of parts is never changed: nothing for a guard to see
+                warnings.filterwarnings("ignore", "kiln.compile.*too large to guard", RuntimeWarning)
+                outs = runner(*views)
+                values = [[(o.detach().numpy().copy(), o.requires_grad) for o in part] for part in outs]
+                diff = [o for part in outs for o in part if o.requires_grad]
+                flat_leaves = [leaf for ls in leaves for leaf in ls]
+                grads = [[] for _ in parts]
+                if flat_leaves and diff:
                     rng = np.random.default_rng(seed + call)
                     ups = [kiln.tensor(rng.standard_normal(o.shape).astype(o.dtype.name)) for o in diff]
-                    grads = kiln.autograd.grad(diff, leaves, grad_outputs=ups, allow_unused=True)
-                    grads = [None if g is None else g.numpy().copy() for g in grads]
-            calls.append((values, grads))
+                    flat = kiln.autograd.grad(diff, flat_leaves, grad_outputs=ups, allow_unused=True)
+                    flat = [None if g is None else g.numpy().copy() for g in flat]
+                    at = 0
+                    for i, ls in enumerate(leaves):
+                        grads[i], at = flat[at:at + len(ls)], at + len(ls)
+            calls.append(list(zip(values, grads)))
     finally:
         cpu.NATIVE_RUNTIME = saved
     return calls, runner
 
 
-def _graph_prims(compiled, fn, args: list[Arg]) -> set[str]:
-    """The primitives in the compiled plans' graphs and in the unoptimized trace (constants fold away)."""
-    with np.errstate(all="ignore"):
-        names = {n.prim.name for n in trace(fn, tuple(a.make()[1] for a in args)).graph.nodes}
+def _plan_prims(compiled) -> set[str]:
+    names = set()
     for entry in compiled.cache_entries:
         plans = [entry.plan] if hasattr(entry, "plan") else [entry.forward_plan, entry.backward_plan]
         names |= {n.prim.name for p in plans if p is not None for n in p.graph.nodes}
@@ -177,38 +238,49 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str, ulps: int = 0) -> 
                              f"{got.reshape(-1)[where].tolist()} vs {want.reshape(-1)[where].tolist()}")
 
 
-def _compare(got, want, what: str, ulps: int = 0) -> None:
+def _compare(got, want, ulps: int = 0) -> None:
+    """One part's calls: outputs (values and requires_grad) and gradients."""
     for call, ((gv, gg), (wv, wg)) in enumerate(zip(got, want)):
-        assert len(gv) == len(wv), f"{what}: {len(gv)} outputs vs {len(wv)}"
-        for i, (g, w) in enumerate(zip(gv, wv)):
-            assert_same(g, w, f"{what}, call {call} output {i}", ulps)
-        assert len(gg) == len(wg), f"{what}, call {call}: {len(gg)} gradients vs {len(wg)}"
+        assert len(gv) == len(wv), f"{len(gv)} outputs vs {len(wv)}"
+        for i, ((g, g_req), (w, w_req)) in enumerate(zip(gv, wv)):
+            assert g_req == w_req, f"call {call} output {i}: requires_grad {g_req} vs {w_req}"
+            assert_same(g, w, f"call {call} output {i}", ulps)
+        assert len(gg) == len(wg), f"call {call}: {len(gg)} gradients vs {len(wg)}"
         for i, (g, w) in enumerate(zip(gg, wg)):
-            assert (g is None) == (w is None), f"{what}, call {call}: gradient {i} is None on one side only"
+            assert (g is None) == (w is None), f"call {call}: gradient {i} is None on one side only"
             if g is not None:
-                assert_same(g, w, f"{what}, call {call} gradient of operand {i}", ulps)
+                assert_same(g, w, f"call {call} gradient of operand {i}", ulps)
+
+
+def check_parts(parts: list[Part], replay: bool = False) -> None:
+    """Run the parts as one function eagerly, compiled on the interpreter and on the cpu backend
+    (and, with `replay`, on the cpu backend without its native runtime) and compare each part."""
+    seed = zlib.crc32(" ".join(p.case_id for p in parts).encode())
+    eager, _ = _run(parts, "eager", seed)
+    interp, interp_fn = _run(parts, "interpret", seed)
+    in_plans = _plan_prims(interp_fn)
+    problems = [f"{p!r}: its graphs hold {sorted(p.prims)}, not {p.name}" for p in parts
+                if p.name not in p.prims and p.name not in in_plans]  # (backward-only ones: in the plans)
+    runs = {"cpu": _run(parts, "cpu", seed)[0]}
+    if replay:
+        runs["cpu without the native runtime"] = _run(parts, "cpu", seed, native=False)[0]
+    for i, p in enumerate(parts):
+        ulps = max([C_EXPR_ULPS[t].get(p.float, 0) for t in p.prims if t in C_EXPR_ULPS], default=0)
+        pairs = [("interpret", interp, "eager", eager, 0)]
+        pairs += [(mode, run, other, ref, ulps) for mode, run in runs.items()
+                  for other, ref in (("interpret", interp), ("eager", eager))]
+        for mode, run, other, ref, tolerance in pairs:
+            try:
+                _compare([c[i] for c in run], [c[i] for c in ref], tolerance)
+            except AssertionError as exc:
+                problems.append(f"{p!r}: {mode} vs {other}: {exc}")
+                break
+    assert not problems, f"{len(problems)} of {len(parts)} cases disagree:\n" + "\n".join(problems)
 
 
 def check_case(name: str, dtype: str, size: str, chain: str, tag: str = "", **draw_options: Any) -> None:
-    """Draw the case's operands from its seed, run it in every mode and compare."""
-    entry = TABLE[name]
-    seed = zlib.crc32(f"{name} {dtype} {size} {chain} {tag}".encode())
-    draw = Draw(np.random.default_rng(seed), dtype, size, grad=entry.grad, **draw_options)
-    fn, args = entry.build(draw)
-    fn = _chain(fn, chain, draw.float)
-    label = f"{name}({', '.join(map(repr, args))}) {chain}"
-    eager, _ = _run(fn, args, "eager", seed)
-    interp, interp_fn = _run(fn, args, "interpret", seed)
-    prims = _graph_prims(interp_fn, fn, args)
-    assert name in prims, f"{label}: the traced graphs hold {sorted(prims)}, not {name}"
-    ulps = max([C_EXPR_ULPS[p].get(draw.float, 0) for p in prims if p in C_EXPR_ULPS], default=0)
-    _compare(interp, eager, f"{label}: interpret vs eager")
-    native, _ = _run(fn, args, "cpu", seed)
-    _compare(native, interp, f"{label}: cpu vs interpret", ulps)
-    _compare(native, eager, f"{label}: cpu vs eager", ulps)
-    if size == "big":  # the Python replay, with fused kernels past fusion.MIN_ELEMENTS
-        replay, _ = _run(fn, args, "cpu", seed, native=False)
-        _compare(replay, interp, f"{label}: cpu (no native runtime) vs interpret", ulps)
+    """One primitive's case on its own (with the Python replay too, for big ones)."""
+    check_parts([make_part(name, dtype, size, chain, tag, **draw_options)], replay=size == "big")
 
 
 # ---- tests ---------------------------------------------------------------------------------------
@@ -222,15 +294,33 @@ def test_every_primitive_is_in_the_table_or_excluded_with_a_reason():
     assert all(len(reason) > 20 for reason in EXCLUDED.values())
 
 
-@pytest.mark.parametrize("name, dtype, size, chain", _params(slow=False))
-def test_primitive_agrees_across_backends(name, dtype, size, chain):
+@pytest.mark.parametrize("size, dtype, chain", [pytest.param(*b, id="-".join(b)) for b in BUNDLES] +
+                         [pytest.param(*b, id="-".join(b), marks=pytest.mark.slow) for b in SLOW_BUNDLES])
+def test_every_primitive_agrees_across_backends(size, dtype, chain):
+    """One bundle; a failing case reruns on its own as test_one_case[<its id>]."""
+    parts = [make_part(*c) for c in bundle_cases(size, dtype, chain) if case_id(*c) not in XFAIL]
+    check_parts(parts)
+
+
+def _case_params(known_bad: bool) -> list:
+    out = []
+    for c in _all_cases():
+        reason = XFAIL.get(case_id(*c))
+        if (reason is not None) == known_bad:
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else [pytest.mark.slow]
+            out.append(pytest.param(*c, id=case_id(*c), marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("name, dtype, size, chain", _case_params(known_bad=True))
+def test_known_bugs(name, dtype, size, chain):
     check_case(name, dtype, size, chain)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name, dtype, size, chain", _params(slow=True))
-def test_primitive_agrees_across_backends_sweep(name, dtype, size, chain):
-    check_case(name, dtype, size, chain, tag="sweep")
+@pytest.mark.parametrize("name, dtype, size, chain", _case_params(known_bad=False))
+def test_one_case(name, dtype, size, chain):
+    """The bundles' cases one by one (each compiles on its own: slow), big ones also on the Python replay."""
+    check_case(name, dtype, size, chain)
 
 
 @pytest.mark.parametrize("name, spelling", [
@@ -243,13 +333,9 @@ def test_a_wrong_c_spelling_is_caught(monkeypatch, name, spelling):
     from kiln.jit.backends.render import C
 
     monkeypatch.setitem(type(C).ops, name, spelling)
-    caught = []
-    for draw in range(4):
-        try:
-            check_case(name, "float32", "big", "plain", tag=f"mutant {draw}", views=("C",))
-        except AssertionError as exc:
-            caught.append(str(exc))
-    assert caught and all("cpu vs interpret" in c for c in caught), caught
+    parts = [make_part(name, "float32", "big", "plain", tag=f"mutant {i}", views=("C",)) for i in range(4)]
+    with pytest.raises(AssertionError, match="cpu vs interpret"):
+        check_parts(parts)
 
 
 @pytest.mark.parametrize("a_shape, b_shape", [((3, 1, 2, 0), (0, 4)), ((3, 1, 2, 5), (5, 0)), ((2, 0, 5), (5, 3))])
