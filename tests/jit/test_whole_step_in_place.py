@@ -114,3 +114,35 @@ def test_a_refused_call_writes_nothing_before_its_replay() -> None:
     x, y = batches[3]  # and the calls after it (a variant for that layout, or the same refusal)
     np.testing.assert_allclose(float(step(x, y)), float(eager_step(x, y)), rtol=1e-5)
     _assert_same(model, opt, eager_model, eager_opt)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_large_updates_run_block_by_block_with_eagers_bits(optimizer: str) -> None:
+    """Layers of 16384+ weights: each parameter's update groups (momentum or moments, then the parameter)
+    run in blocks of the flat space, one group after the other per block: bit for bit eager's update."""
+    def build():
+        kiln.manual_seed(1)
+        model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 48))
+        opt = kiln.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True) if optimizer == "sgd" \
+            else kiln.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.05, amsgrad=True)
+
+        def train_step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return model, opt, train_step
+
+    model, opt, step = build()
+    step = kiln.compile(step, backend="cpu")
+    eager_model, eager_opt, eager_step = build()
+    rng = np.random.default_rng(4)
+    for _ in range(4):
+        x = kiln.tensor(rng.standard_normal((3, 64)).astype(np.float32))
+        y = kiln.tensor(rng.standard_normal((3, 48)).astype(np.float32))
+        assert float(step(x, y)) == float(eager_step(x, y))
+        for a, b in zip(_state_arrays(model, opt), _state_arrays(eager_model, eager_opt)):
+            np.testing.assert_array_equal(a, b)
+    assert "run block by block" in _step_plan(step).source

@@ -106,13 +106,68 @@ class _Segment:
                       f"    if (!a{j}) return 1;"]
             if key in written:  # a state write lands in this array: it must be writable
                 lines.append(f"    if (!kiln_writable(args, {j})) return 1;")
-        for node in self.nodes:
-            if a.kinds[id(node)] != "native":
+        native = [node for node in self.nodes if a.kinds[id(node)] == "native"]
+        for run in self._runs(native):
+            if len(run) == 1:
+                lines.append(f"    /* {_describe(run[0])} */")
+                lines += self._node(run[0])
                 continue
-            lines.append(f"    /* {_describe(node)} */")
-            lines += self._node(node)
+            n = _flat_size(run[0])
+            lines += [f"    /* {len(run)} elementwise groups over {n} elements, run block by block */",
+                      f"    for (long long kiln_b = 0; kiln_b < {n}; kiln_b += {BLOCK}) {{",
+                      f"        long long kiln_n = {n} - kiln_b < {BLOCK} ? {n} - kiln_b : {BLOCK};"]
+            for node in run:
+                lines.append(f"        /* {_describe(node)} */")
+                lines.append("    " + self._block_call(node))
+            lines.append("    }")
         lines += ["    return 0;", "}", ""]
         return "\n".join(lines)
+
+    # ---- elementwise groups run block by block ----------------------------------------------
+    def _runs(self, nodes: list[Node]) -> list[list[Node]]:
+        """The nodes in order, consecutive elementwise groups over one large flat space put together
+        where running them block by block gives the same result (see `_joins`): each block's
+        operands are then still in cache for the next group (an optimizer's update of one
+        parameter: momentum, then the parameter reading it)."""
+        runs: list[list[Node]] = []
+        for node in nodes:
+            if runs and self._joins(runs[-1], node):
+                runs[-1].append(node)
+            else:
+                runs.append([node])
+        return runs
+
+    def _joins(self, run: list[Node], node: Node) -> bool:
+        """Whether `node` may run block by block with `run`: both one flat loop (no outer dims) over the
+        same number of elements, at least two blocks; every buffer the run and the node write is read
+        by them only directly at the element being computed (not broadcast, not through an offset
+        view), so block b of a later group reads what the earlier groups computed for block b and
+        nothing a later block will write."""
+        a = self.a
+        first = run[0]
+        if not all(_flat(a, n) for n in (first, node)) or _flat_size(first) != _flat_size(node):
+            return False
+        if _flat_size(node) < 2 * BLOCK:
+            return False
+        group = [*run, node]
+        written = {a.root[n.out.id] for n in group}
+        for n in group:
+            _split, forms = a.forms[id(n)]
+            for v, form in zip(n.inputs, forms):
+                if not written & a.aliases[v.id]:
+                    continue
+                layout = a.layout[v.id]
+                if form not in ("full", "row") or layout.offset != 0 or not layout.compact():
+                    return False
+        return True
+
+    def _block_call(self, node: Node) -> str:
+        """The group's loop over block [kiln_b, kiln_b + kiln_n) of its flat space."""
+        _split, forms = self.a.forms[id(node)]
+        ptrs = [f"({self.pointer(node.out)} + kiln_b)"]
+        for v, form in zip(node.inputs, forms):
+            ptrs.append(f"({self.pointer(v)} + kiln_b)" if form in ("full", "row") else self.pointer(v))
+        return f"    {self.functions[id(node)]}(1, kiln_n, {', '.join(ptrs)});"
 
     def _node(self, node: Node) -> list[str]:
         a = self.a
@@ -162,6 +217,21 @@ class _Segment:
                 f"        for (long long r = 1; r < {rows}; r++)",
                 f"            for (long long j = 0; j < {cols}; j++) o[j] = o[j] + x[r * {cols} + j];",
                 "    }"]
+
+
+BLOCK = 4096  # elements per block when elementwise groups run block by block (16 KiB of float32 per array)
+
+
+def _flat(a: Analysis, node: Node) -> bool:
+    """An elementwise group whose loop has no outer dims (one run over all its elements)."""
+    if id(node) not in a.forms or isinstance(node.prim, RowKernel):
+        return False
+    split, _forms = a.forms[id(node)]
+    return math.prod(tuple(node.out.shape)[:split]) == 1
+
+
+def _flat_size(node: Node) -> int:
+    return math.prod(tuple(node.out.shape))
 
 
 def _describe(node: Node) -> str:
