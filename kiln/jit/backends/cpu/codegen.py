@@ -61,18 +61,17 @@ def render_function(group: Group, forms: list[str], name: str = "kiln_fused", st
         body.append("            " + lang.local(ctype, f"t{t}", expr))
         names[node.out.id] = f"t{t}"
     root = names[group.root.out.id]
-    return "\n".join([
-        lang.signature(name, "void", params, storage, wide=any(n.prim.name in TRANSCENDENTAL for n in group.nodes)),
+    loops = [
         "    " + lang.outer_loop("o", "outer"),
-        "        " + lang.loop("j", "inner"),
+        "        " + lang.inner_loop("j", "inner"),
         *loads,
         *body,
         "            " + lang.store("out", "o * inner + j", root),
         "        }",
         "    }",
-        "}",
-        "",
-    ])
+    ]
+    wide = any(n.prim.name in TRANSCENDENTAL for n in group.nodes)
+    return "\n".join([*lang.function(name, "void", params, loops, storage, wide=wide, split_inner=True), ""])
 
 
 def render(group: Group, forms: list[str], name: str = "kiln_fused") -> str:

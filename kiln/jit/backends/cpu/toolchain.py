@@ -14,7 +14,13 @@ Loading a shared library runs its code, so the on-disk cache is treated as untru
   features ``-march=native`` targets, so a changed toolchain or machine never reuses a library.
 * Builds are atomic (temp file + rename) and serialized per key by a lock file, so
   concurrent processes never see half an entry and all load the same verified kernel.
-* Probing the compiler (a tiny build, ``--version``, the ``-march=native`` macros) takes
+* Kernels are built with ``-fopenmp`` where the compiler can build and load a tiny OpenMP
+  library (probed once; it is part of the key); elsewhere they run serially, with one
+  debug note. Before the first OpenMP library loads, libgomp is loaded with idle threads
+  that sleep rather than spin (OPENMP_WAIT_POLICY, unless $OMP_WAIT_POLICY or
+  $GOMP_SPINCOUNT is set), so they do not steal the CPUs from NumPy's BLAS threads that
+  run next (parallel.py).
+* Probing the compiler (a tiny build, OpenMP, ``--version``, the ``-march=native`` macros) takes
   subprocesses; a working compiler's results are recorded as ``k_<key>.json`` with its
   ``.sha256``, keyed by the compiler binary (path, size, modification time), the flags and
   the CPU, and trusted like a kernel entry, so a new process with a warm cache runs none.
@@ -30,6 +36,7 @@ import contextlib
 import ctypes
 import hashlib
 import json
+import logging
 import math
 import os
 import platform
@@ -44,6 +51,8 @@ import threading
 import warnings
 from pathlib import Path
 from typing import Iterator
+
+from . import parallel
 
 try:
     import fcntl
@@ -60,6 +69,16 @@ DEFAULT_TIMEOUT_S = 120.0
 TEMP_PREFIX = "kiln-tmp-"  # kiln's build and load folders inside the cache
 ENTRY_NAME = re.compile(r"k_[0-9a-f]{16,64}\.(?:so|sha256|lock|json)")
 PROBE_SOURCE = "int kiln_probe(void) { return 42; }\n"
+OPENMP_FLAG = "-fopenmp"
+OPENMP_PROBE_SOURCE = """#include <omp.h>
+int kiln_probe(void) {
+    int n = 0;
+    #pragma omp parallel num_threads(2) reduction(+:n)
+    n += 1;
+    return n + 40 + (omp_get_max_threads() > 0);
+}
+"""
+OPENMP_WAIT_POLICY = "passive"  # idle OpenMP threads sleep at once instead of spinning (see parallel.py)
 _KEY_FORMAT = 2  # bump when the entry layout changes
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -68,6 +87,9 @@ _loaded: dict[str, ctypes.CDLL] = {}  # key -> library, for this process
 _probed: dict[tuple[str, ...], str | None] = {}  # compiler command -> why it does not work (None: it works)
 _versions: dict[tuple[str, ...], str] = {}
 _targets: dict[tuple[str, ...], str] = {}
+_openmp: dict[tuple[str, ...], bool] = {}  # compiler command -> whether it builds OpenMP kernels
+_runtime_prepared: list[bool] = []  # [whether kernels may run on teams], once libgomp is prepared
+_log = logging.getLogger("kiln.jit")
 _warned_dirs: set[str] = set()
 _private: Path | None = None
 
@@ -93,6 +115,7 @@ def _reset_state() -> None:
         _probed.clear()
         _versions.clear()
         _targets.clear()
+        _openmp.clear()
         _stored.clear()
         _warned_dirs.clear()
         _private = None
@@ -200,11 +223,74 @@ def _probe(command: list[str]) -> str | None:
                     data = _compile(command, PROBE_SOURCE, tmp)
                 _load_bytes(data, folder, "kiln_probe")
                 _probed[key] = None
+                _probe_openmp(command, folder)
             except _Rejected as exc:
                 _probed[key] = f"{command[0]} built a library kiln cannot use: {exc}"
             except (CompilerUnavailable, OSError) as exc:
                 _probed[key] = str(exc)
         return _probed[key]
+
+
+def _probe_openmp(command: list[str], folder: Path) -> bool:
+    """Whether `command` builds and loads a working OpenMP library (cached per process; one debug note if not)."""
+    key = tuple(command)
+    if key not in _openmp:
+        try:
+            with _temp_folder(folder) as tmp:
+                data = _compile(command, OPENMP_PROBE_SOURCE, tmp, [OPENMP_FLAG])
+            prepare_openmp_runtime()
+            lib = _load_bytes(data, folder, "kiln_probe")
+            works = lib.kiln_probe() == 43
+            problem = None if works else "its test region did not run"
+        except (CompilerUnavailable, _Rejected, OSError) as exc:
+            works, problem = False, (str(exc).strip().splitlines() or ["failed"])[-1]
+        _openmp[key] = works
+        if not works:
+            _log.debug("kiln: %s cannot build OpenMP kernels (%s); generated kernels run on one thread",
+                       command[0], problem)
+    return _openmp[key]
+
+
+def openmp_flags(command: list[str]) -> list[str]:
+    """The flags that make `command` build OpenMP kernels: [OPENMP_FLAG] if its probe passed, else none."""
+    return [OPENMP_FLAG] if _openmp.get(tuple(command)) else []
+
+
+def prepare_openmp_runtime() -> bool:
+    """Load libgomp with OPENMP_WAIT_POLICY, once, before any kernel loads it (it reads the policy only then);
+    whether kernels may run on teams.
+
+    Yes when the user set $OMP_WAIT_POLICY or $GOMP_SPINCOUNT (their choice), or kiln loaded libgomp
+    with its passive policy. No when a libgomp with an unknown policy was loaded first (PyTorch ships
+    one named libgomp.so.1, which kernels would share): its default spins idle threads for a while
+    after every region, which measured 1.3-2.4x slower than serial on a busy machine, so kernels stay
+    serial (one debug note) unless the user sets the policy before that library loads.
+    """
+    if not _runtime_prepared:
+        _runtime_prepared.append(_prepare_openmp_runtime())
+    return _runtime_prepared[0]
+
+
+def _prepare_openmp_runtime() -> bool:
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return True
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=getattr(os, "RTLD_NOLOAD", 4))
+    except OSError:
+        pass
+    else:
+        _log.debug("kiln: libgomp was loaded before kiln's kernels (by PyTorch?) with an unknown wait policy, so "
+                   "generated kernels run on one thread; set OMP_WAIT_POLICY=passive before importing it to allow "
+                   "teams")
+        return False
+    os.environ["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY  # libgomp reads it once, when it loads
+    try:
+        ctypes.CDLL("libgomp.so.1")
+    except OSError:
+        pass  # another OpenMP runtime (clang's libomp): its defaults apply
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
+    return True
 
 
 def _probe_key(command: list[str]) -> str | None:
@@ -215,7 +301,7 @@ def _probe_key(command: list[str]) -> str | None:
         st = os.stat(command[0])
     except OSError:
         return None
-    parts = {"format": _KEY_FORMAT, "probe": 1, "command": command, "binary": [st.st_size, st.st_mtime_ns, st.st_ino],
+    parts = {"format": _KEY_FORMAT, "probe": 2, "command": command, "binary": [st.st_size, st.st_mtime_ns, st.st_ino],
              "flags": FLAGS, "machine": platform.machine(), "cpu": _cpuinfo_flags()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -239,9 +325,11 @@ def _load_probes(command: list[str]) -> bool:
     except (OSError, _Rejected, ValueError, CompilerUnavailable):
         return False
     if not (isinstance(record, dict) and isinstance(record.get("version"), str)
-            and isinstance(record.get("target"), str) and re.fullmatch(r"[0-9a-f]{16}", record["target"])):
+            and isinstance(record.get("target"), str) and re.fullmatch(r"[0-9a-f]{16}", record["target"])
+            and isinstance(record.get("openmp"), bool)):
         return False
     _versions[tuple(command)] = record["version"]
+    _openmp[tuple(command)] = record["openmp"]
     _targets[tuple(command)] = record["target"]
     _stored.add(tuple(command))
     return True
@@ -258,18 +346,20 @@ def _store_probes(command: list[str]) -> None:
     key = _probe_key(command)
     if key is None:
         return
-    record = {"version": compiler_version(command), "target": target_features(command)}
+    record = {"version": compiler_version(command), "target": target_features(command),
+              "openmp": bool(_openmp.get(tuple(command)))}
     with contextlib.suppress(OSError, CompilerUnavailable):
         path = kernel_dir() / f"k_{key}.json"
         _publish(path, path.with_suffix(".sha256"), json.dumps(record, sort_keys=True).encode())
 
 
-def _compile(command: list[str], source: str, workdir: Path) -> bytes:
-    """The bytes of the library `command` builds from `source` in `workdir` (CompilerUnavailable if none)."""
+def _compile(command: list[str], source: str, workdir: Path, extra: list[str] | None = None) -> bytes:
+    """The bytes of the library `command` builds from `source` in `workdir` with FLAGS and `extra`
+    (CompilerUnavailable if none)."""
     src = workdir / "kernel.c"
     src.write_text(source)
     out = workdir / "kernel.so"
-    result = _run([*command, *FLAGS, str(src), "-o", str(out), "-lm"], compiler_timeout())
+    result = _run([*command, *FLAGS, *(extra or []), str(src), "-o", str(out), "-lm"], compiler_timeout())
     if result.returncode != 0:
         raise CompilerUnavailable(f"{command[0]} failed (exit status {result.returncode}) to build a kernel:\n"
                                   f"{(result.stderr or result.stdout)[-2000:]}")
@@ -324,9 +414,9 @@ def _cpuinfo_flags() -> str:
 
 
 def kernel_key(source: str, command: list[str]) -> str:
-    """The cache key: source, compiler command and version, flags, target CPU features, machine."""
+    """The cache key: source, compiler command and version, flags (OpenMP included), target CPU features, machine."""
     parts = {"format": _KEY_FORMAT, "source": source, "compiler": command, "version": compiler_version(command),
-             "flags": FLAGS, "target": target_features(command), "machine": platform.machine()}
+             "flags": [*FLAGS, *openmp_flags(command)], "target": target_features(command), "machine": platform.machine()}
     if _probed.get(tuple(command), "") is None:
         _store_probes(command)  # the compiler works: a new process need not probe it again
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
@@ -550,8 +640,11 @@ def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
         if lib is None:
             folder = kernel_dir()
             try:
+                teams = bool(openmp_flags(command)) and prepare_openmp_runtime()
                 with _entry_lock(folder / f"k_{key}.lock"):
                     lib = _load_or_build(command, source, folder / f"k_{key}.so", symbol)
+                if teams:  # else the library keeps its own settings: serial
+                    parallel.attach(lib)
             except OSError as exc:  # e.g. a full disk: the backend interprets instead of crashing
                 raise CompilerUnavailable(f"cannot build kernels in {folder}: {exc.strerror or exc}") from None
             _loaded[key] = lib
@@ -570,7 +663,7 @@ def _load_or_build(command: list[str], source: str, so: Path, symbol: str | None
                       stacklevel=5)
     with _temp_folder(so.parent) as tmp:
         try:
-            data = _compile(command, source, tmp)
+            data = _compile(command, source, tmp, openmp_flags(command))
         except CompilerTimeout as exc:
             _probed[tuple(command)] = str(exc)  # do not wait on it again for every kernel
             raise

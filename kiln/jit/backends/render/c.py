@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .cstyle import OPS, CStyleLanguage
+from .openmp import BOUNDS, TEAM_PRELUDE, team_wrapper
 from .vecmath import VECMATH
 
 PRELUDE = r"""#if defined(__clang__)
@@ -52,8 +53,23 @@ class CLanguage(CStyleLanguage):
         "erf": "kiln_erf{f}({0})",
         "sigmoid": "kiln_sigmoid{f}({0})",
     }
-    prelude: ClassVar[str] = PRELUDE + "\n" + VECMATH
+    prelude: ClassVar[str] = PRELUDE + "\n" + VECMATH + TEAM_PRELUDE
     wide_qualifier: ClassVar[str] = "KILN_WIDE_VECTORS"  # defined in VECMATH (512-bit vectors on x86 GCC)
+
+    # ---- threads (openmp.py): a kernel's loops run over the bounds its range function is given ----
+    def outer_loop(self, var: str, stop: str) -> str:
+        return self.loop(var, BOUNDS[1], start=BOUNDS[0])
+
+    def inner_loop(self, var: str, stop: str) -> str:
+        return self.loop(var, BOUNDS[3], start=BOUNDS[2])
+
+    def function(self, name: str, ret: str, params: list[str], body: list[str], storage: str = "",
+                 wide: bool = False, split_inner: bool = False) -> list[str]:
+        """NAME_range (the loops over the bounds it is given) and NAME, which runs it serially or on
+        an OpenMP team (see openmp.py)."""
+        bounds = [f"{self.index_type} {b}" for b in BOUNDS]
+        ranged = [self.signature(f"{name}_range", ret, [*bounds, *params], "static", wide=wide), *body, "}", ""]
+        return ranged + team_wrapper(name, ret, params, split_inner, self.signature(name, ret, params, storage))
 
 
 C = CLanguage()

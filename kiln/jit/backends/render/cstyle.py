@@ -135,6 +135,17 @@ class CStyleLanguage:
         """The opening line of the loop over independent rows (a GPU spells it with thread indices)."""
         return self.loop(var, stop)
 
+    def inner_loop(self, var: str, stop: str) -> str:
+        """The opening line of an elementwise kernel's loop over the elements of a row."""
+        return self.loop(var, stop)
+
+    def function(self, name: str, ret: str, params: list[str], body: list[str], storage: str = "",
+                 wide: bool = False, split_inner: bool = False) -> list[str]:
+        """The lines of a kernel function whose `body` runs outer_loop (and, if `split_inner`, inner_loop)
+        over its `outer` and `inner` parameters: here the function as written; a language may run the
+        loops on several threads (CLanguage: OpenMP)."""
+        return [self.signature(name, ret, params, storage, wide=wide), *body, "}"]
+
     def load(self, pointer: str, index: str) -> str:
         return f"{pointer}[{index}]"
 
