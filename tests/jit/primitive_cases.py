@@ -182,14 +182,12 @@ class Entry:
     """How one primitive is reached: build(draw) -> (function of tensors, operands).
 
     dtypes: what the operands take ("float32", "float64", "int64", "bool"); grad: whether the
-    primitive is differentiable in its float operands; random: consumes random numbers (the
-    compiled stream must equal eager's); empty: whether it takes size-0 dims.
+    primitive is differentiable in its float operands; empty: whether it takes size-0 dims.
     """
 
     build: Callable[[Draw], tuple[Callable, list[Arg]]]
     dtypes: tuple[str, ...] = FLOATS
     grad: bool = True
-    random: bool = False
     empty: bool = True
 
 
@@ -225,7 +223,8 @@ def _cast(d: Draw):
 
 def _reduce(method: str) -> Callable:
     def build(d: Draw):
-        shape = d.shape(1, 3)
+        # (an empty max has no value: amax and argmax reduce over nonzero dims, of which 2-d shapes have one)
+        shape = d.shape(2 if d.size == "empty" and method in ("amax", "argmax") else 1, 3)
         axes = d.axes(shape, nonempty=method in ("amax", "argmax"))
         keep = d.coin()
         if method == "argmax":
@@ -522,9 +521,9 @@ TABLE: dict[str, Entry] = {
     "arange": Entry(_arange, NUMERIC),
     "full": Entry(_full, NUMERIC),
     # random: compiled streams must equal eager's
-    "normal": Entry(_normal, random=True),
-    "uniform": Entry(_uniform, random=True),
-    "multinomial": Entry(_multinomial, grad=False, random=True),
+    "normal": Entry(_normal),
+    "uniform": Entry(_uniform),
+    "multinomial": Entry(_multinomial, grad=False),
     # runtime checks, on valid data here (test_primitive_differential.py also replays bad data)
     "check_divisor": Entry(_check_divisor, INTS, grad=False, empty=False),  # nothing to check when empty
     "check_index": Entry(_check_index),

@@ -252,16 +252,18 @@ def _compare(got, want, ulps: int = 0) -> None:
                 assert_same(g, w, f"call {call} gradient of operand {i}", ulps)
 
 
-def check_parts(parts: list[Part], replay: bool = False) -> None:
+def check_parts(parts: list[Part], replay: bool = False) -> Any:
     """Run the parts as one function eagerly, compiled on the interpreter and on the cpu backend
-    (and, with `replay`, on the cpu backend without its native runtime) and compare each part."""
+    (and, with `replay`, on the cpu backend without its native runtime) and compare each part.
+    Returns the cpu backend's compiled function."""
     seed = zlib.crc32(" ".join(p.case_id for p in parts).encode())
     eager, _ = _run(parts, "eager", seed)
     interp, interp_fn = _run(parts, "interpret", seed)
     in_plans = _plan_prims(interp_fn)
     problems = [f"{p!r}: its graphs hold {sorted(p.prims)}, not {p.name}" for p in parts
                 if p.name not in p.prims and p.name not in in_plans]  # (backward-only ones: in the plans)
-    runs = {"cpu": _run(parts, "cpu", seed)[0]}
+    runs, cpu_fn = {}, None
+    runs["cpu"], cpu_fn = _run(parts, "cpu", seed)
     if replay:
         runs["cpu without the native runtime"] = _run(parts, "cpu", seed, native=False)[0]
     for i, p in enumerate(parts):
@@ -276,6 +278,7 @@ def check_parts(parts: list[Part], replay: bool = False) -> None:
                 problems.append(f"{p!r}: {mode} vs {other}: {exc}")
                 break
     assert not problems, f"{len(problems)} of {len(parts)} cases disagree:\n" + "\n".join(problems)
+    return cpu_fn
 
 
 def check_case(name: str, dtype: str, size: str, chain: str, tag: str = "", **draw_options: Any) -> None:
@@ -299,7 +302,11 @@ def test_every_primitive_is_in_the_table_or_excluded_with_a_reason():
 def test_every_primitive_agrees_across_backends(size, dtype, chain):
     """One bundle; a failing case reruns on its own as test_one_case[<its id>]."""
     parts = [make_part(*c) for c in bundle_cases(size, dtype, chain) if case_id(*c) not in XFAIL]
-    check_parts(parts)
+    compiled = check_parts(parts)
+    (entry,) = compiled.cache_entries
+    for plan in [entry.plan] if hasattr(entry, "plan") else [entry.forward_plan, entry.backward_plan]:
+        # generated code ran: the plan is native, and only the first replay met layouts it had no variant for
+        assert isinstance(plan, runtime.NativePlan) and plan.observed_calls <= 1, (type(plan), plan.observed_calls)
 
 
 def _case_params(known_bad: bool) -> list:
