@@ -77,7 +77,7 @@ def rounding_noise(seed: int) -> Iterator[None]:
             # back unchanged), and never the same step twice (cancellations show their sensitivity)
             eps = np.finfo(a.dtype).eps
             step = rng.uniform(eps, 2 * eps, a.shape) * np.where(rng.random(a.shape) < 0.5, -1.0, 1.0)
-            return (a * (1 + step)).astype(a.dtype)
+            return np.asarray((a * (1 + step)).astype(a.dtype))  # (a 0-d product is a NumPy scalar)
         return a
 
     patched = []
