@@ -31,7 +31,7 @@ from .codegen import C_TYPES, PRELUDE, render_function
 from .gemm import blas_prelude, render_matmul
 from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
 from .rowcode import ROW_PRELUDE, RowKernel, render_rows_function
-from .segment import Analysis, colsum_rows, literal_array, needs_sequential
+from .segment import INDEXED, Analysis, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
 SETUP = "kiln_setup"
 _BITS = {1: ("unsigned char", ""), 4: ("unsigned int", "u"), 8: ("unsigned long long", "ull")}
@@ -76,7 +76,7 @@ class _Segment:
         a = self.a
         key = a.root[v.id]
         buf = a.buffers[key]
-        ctype = C_TYPES[v.dtype.name]
+        ctype = "long long" if v.dtype.name == "int64" else C_TYPES[v.dtype.name]  # (64-bit builds only)
         if buf.kind == "arena":
             base = f"(({ctype} *)(arena + {buf.offset}))"
         elif buf.kind == "literal":
@@ -192,11 +192,38 @@ class _Segment:
                                  tuple(node.out.shape), lx.shape, lx.strides, ly.shape, ly.strides)
         if name == "sum":
             return self._colsum(node)
+        if name in INDEXED:
+            return self._indexed(node)
         if name == "full":
             n = math.prod(node.out.shape)
             return [f"    for (long long i = 0; i < {n}; i++) {self.pointer(node.out)}[i] = "
                     f"kiln_fill{self.functions[id(node)]}.v[0];"]
         raise AssertionError(f"no code for native node {name}")
+
+    def _indexed(self, node: Node) -> list[str]:
+        """gather / scatter_add along the last axis, in NumPy's order (np.add.at adds index by index);
+        an index out of range returns 1, and NumPy then raises for the call."""
+        rows, k, n = indexed_sizes(node)
+        ctype = C_TYPES[node.out.dtype.name]
+        lines = ["    {",
+                 f"        const {ctype} *x = {self.pointer(node.inputs[0])};",
+                 f"        const long long *ix = {self.pointer(node.inputs[1])};",
+                 f"        {ctype} *o = {self.pointer(node.out)};"]
+        if node.prim.name == "scatter_add":
+            lines += [f"        const {ctype} *s = {self.pointer(node.inputs[2])};",
+                      f"        for (long long j = 0; j < {rows * n}; j++) o[j] = x[j];"]
+            target, value = f"o[r * {n} + i]", f"o[r * {n} + i] + s[r * {k} + c]"
+        else:
+            target, value = f"o[r * {k} + c]", f"x[r * {n} + i]"
+        lines += [f"        for (long long r = 0; r < {rows}; r++)",
+                  f"            for (long long c = 0; c < {k}; c++) {{",
+                  f"                long long i = (long long)ix[r * {k} + c];",
+                  f"                if (i < 0) i += {n};",
+                  f"                if (i < 0 || i >= {n}) return 1;",
+                  f"                {target} = {value};",
+                  "            }",
+                  "    }"]
+        return lines
 
     def _colsum(self, node: Node) -> list[str]:
         rows, cols = colsum_rows(node)  # type: ignore[misc]

@@ -27,8 +27,9 @@ State writes in place (`_write_in_place`): an elementwise group whose result is 
 write (an optimizer's new parameter or momentum, a BatchNorm running stat) writes it
 straight into the input array it replaces, so the executor copies nothing afterwards.
 Only where nothing can go wrong after the write: the group runs in the plan's last
-segment, after that segment's argument checks and after every row kernel in it (the
-calls that may hand a call back to Python), with no NumPy step after it; no node after
+segment, after that segment's argument checks and after every row kernel, gather and
+scatter_add in it (the calls that may hand a call back to Python), with no NumPy step
+after it; no node after
 it reads the old value; neither the old nor the new value is a plan output (a residual
 or a returned tensor would change under its holder). A call that a segment hands back
 before the write has written nothing, so its replay starts from the same state.
@@ -212,6 +213,8 @@ def _classify(a: Analysis, node: Node) -> None:
 
 def _native_problem(a: Analysis, node: Node) -> str | None:
     """Why generated code cannot run `node` exactly, or None when it can."""
+    if node.prim.name in INDEXED:
+        return _indexed_problem(a, node)
     values = (*node.inputs, node.out) if not isinstance(node.prim, RowKernel) else \
         (*node.prim.group.inputs, *node.prim.group.outputs)
     if any(v.dtype.name not in NATIVE_DTYPES for v in values):
@@ -241,6 +244,37 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
     if name == "full":
         return None if node.out.dtype.name in NATIVE_DTYPES else "dtype"
     return "no generated code for this op"
+
+
+INDEXED = ("gather", "scatter_add")  # along the last axis, by int64 indices (a loss picking its targets' logits)
+
+
+def indexed_sizes(node: Node) -> tuple[int, int, int]:
+    """(rows, indices per row, length of the indexed axis) of a native gather or scatter_add."""
+    idx = node.inputs[1]
+    data = node.inputs[0]
+    return math.prod(idx.shape[:-1]), int(idx.shape[-1]), int(data.shape[-1])
+
+
+def _indexed_problem(a: Analysis, node: Node) -> str | None:
+    """A gather (x, idx) or scatter_add (base, idx, src) along the last axis, with an index array of
+    x's leading dims, all compact: generated code reads exactly the elements NumPy's fancy indexing
+    does (negative indices wrap; one out of range hands the call back to NumPy, which raises)."""
+    data, idx = node.inputs[0], node.inputs[1]
+    rank = len(data.shape)
+    if data.dtype.name not in FLOATS or idx.dtype.name != "int64" or node.out.dtype.name != data.dtype.name:
+        return "dtype"
+    if rank == 0 or len(idx.shape) != rank or int(node.params.get("axis", -1)) % rank != rank - 1:
+        return "not along the last axis"
+    if tuple(idx.shape[:-1]) != tuple(data.shape[:-1]):
+        return "index leading dims differ from the data's"
+    if node.prim.name == "scatter_add":
+        src = node.inputs[2]
+        if src.dtype.name != data.dtype.name or tuple(src.shape) != tuple(idx.shape):
+            return "source dtype or shape"
+    if any(not a.layout[v.id].compact() for v in node.inputs):
+        return "an operand is not contiguous"
+    return None
 
 
 def _matmul_problem(a: Analysis, node: Node) -> str | None:
@@ -454,7 +488,8 @@ def _write_in_place(a: Analysis, candidates: dict[int, int]) -> None:
         return
     step = {id(n): i for i, n in enumerate(a.order)}
     segment = units[last][1]
-    after = max((step[id(n)] for n in segment if isinstance(n.prim, RowKernel)), default=-1)
+    after = max((step[id(n)] for n in segment if isinstance(n.prim, RowKernel) or n.prim.name in INDEXED),
+                default=-1)  # (the nodes that may hand the call back)
     start = step[id(segment[0])]
     for n in a.order[start:]:
         out = n.out.id

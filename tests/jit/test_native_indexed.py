@@ -1,0 +1,82 @@
+"""gather and scatter_add along the last axis in the native runtime (segment.py, segcode.py).
+
+A loss picking its targets' logits (cross_entropy's gather, and the scatter_add of its
+backward) runs inside the generated code. Checked against eager NumPy bit for bit: negative
+indices (take_along_dim), repeated indices adding in NumPy's order (np.add.at), leading
+batch dims; an index out of range hands the call back to NumPy, which raises as eager does.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.functional.shape import gather_unchecked, scatter_add_unchecked
+from kiln.jit.backends import cpu
+from kiln.jit.backends.cpu import objects, runtime
+
+pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
+                                reason="no C compiler, or generated code cannot read Python objects here")
+
+
+@pytest.fixture(autouse=True)
+def kernel_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
+    runtime._made.clear()
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    return a.view(f"u{a.itemsize}")
+
+
+def _kinds(compiled) -> dict[str, str]:
+    plan = compiled.cache_entries[0].plan
+    return {n.prim.name: plan.current.analysis.kinds[id(n)] for n in plan.graph.nodes}
+
+
+CASES = [
+    ("take_along_dim", lambda x, i, s: kiln.take_along_dim(x, i, -1) * 2.0),
+    ("gather", lambda x, i, s: kiln.functional.gather(x, -1, i) + 1.0),
+    ("scatter_add", lambda x, i, s: kiln.functional.scatter_add(x * 1.0, -1, i, s)),
+]
+
+
+@pytest.mark.parametrize("name, f", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("shape, k", [((4, 7), 3), ((2, 3, 5), 6), ((1, 10), 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_indexed_ops_run_natively_with_eagers_bits(name, f, shape, k, dtype):
+    rng = np.random.default_rng(0)
+    n = shape[-1]
+    x = kiln.tensor((rng.standard_normal(shape) * 100).astype(dtype))
+    idx = rng.integers(-n, n, shape[:-1] + (k,))  # repeats (k may exceed n), and negatives where allowed
+    idx = kiln.tensor(idx if name == "take_along_dim" else idx % n)
+    src = kiln.tensor(rng.standard_normal(shape[:-1] + (k,)).astype(dtype))
+    compiled = kiln.compile(f, backend="cpu")
+    with kiln.no_grad():
+        compiled(x, idx, src)
+        got, want = compiled(x, idx, src).numpy(), f(x, idx, src).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+    prim = "gather" if name != "scatter_add" else "scatter_add"
+    assert _kinds(compiled)[prim] == "native"
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter_add"])
+def test_an_index_out_of_range_raises_as_in_eager(op):
+    def f(x, i, s):
+        return gather_unchecked(x * 1.0, 1, i) if op == "gather" else scatter_add_unchecked(x * 1.0, 1, i, s)
+
+    x = kiln.tensor(np.ones((2, 4), np.float32))
+    src = kiln.tensor(np.ones((2, 2), np.float32))
+    good, bad = kiln.tensor(np.array([[0, 3], [1, -4]])), kiln.tensor(np.array([[0, 3], [1, 4]]))
+    compiled = kiln.compile(f, backend="cpu")
+    with kiln.no_grad():
+        np.testing.assert_array_equal(compiled(x, good, src).numpy(), f(x, good, src).numpy())
+        assert _kinds(compiled)[op] == "native"
+        with pytest.raises(IndexError):
+            f(x, bad, src)
+        with pytest.raises(IndexError):
+            compiled(x, bad, src)
+        np.testing.assert_array_equal(compiled(x, good, src).numpy(), f(x, good, src).numpy())
