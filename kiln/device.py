@@ -218,8 +218,8 @@ def check_same_device(op: str, tensors: Any) -> None:
 def transfer(x: Any, device: Device) -> Any:
     """Copy tensor `x` to `device`; with autograd, the gradient is copied back to x's device.
 
-    A transfer inside a compiled function is refused (DeviceUnavailableError's sibling
-    RuntimeError): the compiled plan runs on one device, so move inputs before the call.
+    A transfer inside a compiled function raises RuntimeError: a compiled plan runs on one
+    device, so move the inputs before the call.
     """
     from .autograd import Node, _state  # noqa: PLC0415 - kiln.autograd imports kiln.device
     from .ops.primitive import trace_state  # noqa: PLC0415
