@@ -100,6 +100,8 @@ def on_device(name: str, device: str) -> tuple[Callable, tuple]:
     for cell in getattr(fn, "__closure__", None) or ():
         if isinstance(cell.cell_contents, nn.Module):
             cell.cell_contents.to(device)
+        elif isinstance(cell.cell_contents, kiln.Tensor):  # e.g. attention's mask
+            cell.cell_contents = cell.cell_contents.to(device)
     moved = tuple(a.detach().to(device).requires_grad_(a.requires_grad) for a in args)
     return fn, moved
 

@@ -165,7 +165,7 @@ def _model(name: str) -> tuple[nn.Module, object, object]:
         return kiln.models.mlp(64, (32,), 10), kiln.tensor(rng.standard_normal((32, 64), np.float32)), \
             kiln.tensor(rng.integers(0, 10, 32))
     if name == "lenet_5":
-        return kiln.models.lenet_5(), kiln.tensor(rng.standard_normal((8, 1, 28, 28), np.float32)), \
+        return kiln.models.lenet_5(), kiln.tensor(rng.standard_normal((8, 1, 32, 32), np.float32)), \
             kiln.tensor(rng.integers(0, 10, 8))
     model = kiln.models.gpt(vocab=50, n_layer=2, n_head=2, d_model=32, block_size=16)
     tokens = rng.integers(0, 50, (4, 17))
