@@ -113,18 +113,42 @@ def train(model: str, optimizer: str, *, steps: int, dtype: str, backend: str | 
     return Run(losses, m, opt, step if backend else None)
 
 
+def noise_only(name: str, size: int) -> np.ndarray | None:
+    """Elements of parameter `name` whose gradient is zero in exact arithmetic, else None.
+
+    The key third of a GPT attention's fused q/k/v bias adds q.b_k to every score of a row,
+    which softmax ignores: its gradient is rounding noise, which adaptive optimizers (Adam,
+    RMSprop) scale up to full steps. Two correct implementations that round differently
+    (compiled float32 softmax uses kiln's own exp, within a few ulp of NumPy's) then move
+    those elements differently, with no effect on the loss.
+    """
+    if name.endswith("attn.c_attn.bias") and size % 3 == 0:
+        return np.arange(size // 3, 2 * size // 3)
+    return None
+
+
+def _allclose_but_noise(a: np.ndarray, b: np.ndarray, noise: np.ndarray | None, **kw: Any) -> None:
+    if noise is not None and a.ndim == 1:
+        keep = np.ones(a.shape, bool)
+        keep[noise] = False
+        a, b = a[keep], b[keep]
+    np.testing.assert_allclose(a, b, **kw)
+
+
 def assert_same_run(got: Run, want: Run, dtype: str) -> None:
-    """Losses within the acceptance bar; parameters, buffers and optimizer state close at the end."""
+    """Losses within the acceptance bar; parameters, buffers and optimizer state close at the end
+    (except elements whose gradient is only rounding noise: noise_only)."""
     rtol = RTOL[dtype]
     np.testing.assert_allclose(got.losses, want.losses, rtol=rtol, atol=0)
     atol = 1e-9 if dtype == "float64" else 1e-5
     for (name, a), (_, b) in zip(got.model.state_dict().items(), want.model.state_dict().items()):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol, err_msg=name)
-    assert_same_optimizer_state(got.optimizer, want.optimizer, rtol, atol)
+        _allclose_but_noise(a.numpy(), b.numpy(), noise_only(name, a.numpy().size), rtol=rtol, atol=atol, err_msg=name)
+    names = [name for name, _ in got.model.named_parameters()]
+    assert_same_optimizer_state(got.optimizer, want.optimizer, rtol, atol, names)
 
 
 def assert_same_optimizer_state(got: kiln.optim.Optimizer, want: kiln.optim.Optimizer, rtol: float,
-                                atol: float) -> None:
+                                atol: float, names: list[str] | None = None) -> None:
     gs, ws = got.state_dict(), want.state_dict()
     assert [{k: v for k, v in g.items() if k != "params"} for g in gs["param_groups"]] == \
         [{k: v for k, v in g.items() if k != "params"} for g in ws["param_groups"]]
@@ -134,4 +158,6 @@ def assert_same_optimizer_state(got: kiln.optim.Optimizer, want: kiln.optim.Opti
         for key, value in entries.items():
             a, b = gs["state"][index][key], value
             assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), f"state[{index}][{key!r}]"
-            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol, err_msg=f"state[{index}][{key!r}]")
+            noise = noise_only(names[index], a.numpy().size) if names and isinstance(index, int) \
+                and index < len(names) else None
+            _allclose_but_noise(a.numpy(), b.numpy(), noise, rtol=rtol, atol=atol, err_msg=f"state[{index}][{key!r}]")
