@@ -261,7 +261,8 @@ def prepare_openmp_runtime() -> bool:
     whether kernels may run on teams.
 
     Yes when the user set $OMP_WAIT_POLICY or $GOMP_SPINCOUNT (their choice), or kiln loaded libgomp
-    with its passive policy. No when a libgomp with an unknown policy was loaded first (PyTorch ships
+    with its passive policy. No when there is no libgomp.so.1 (another runtime, e.g. clang's libomp,
+    whose policy kiln does not set), or when a libgomp with an unknown policy was loaded first (PyTorch ships
     one named libgomp.so.1, which kernels would share): its default spins idle threads for a while
     after every region, which measured 1.3-2.4x slower than serial on a busy machine, so kernels stay
     serial (one debug note) unless the user sets the policy before that library loads.
@@ -286,8 +287,10 @@ def _prepare_openmp_runtime() -> bool:
     os.environ["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY  # libgomp reads it once, when it loads
     try:
         ctypes.CDLL("libgomp.so.1")
-    except OSError:
-        pass  # another OpenMP runtime (clang's libomp): its defaults apply
+    except OSError:  # another OpenMP runtime (clang's libomp reads the policy later, and spins by default)
+        _log.debug("kiln: no libgomp.so.1 to load with a passive wait policy, so generated kernels run on one "
+                   "thread; set OMP_WAIT_POLICY=passive to allow teams with this compiler's OpenMP runtime")
+        return False
     finally:
         del os.environ["OMP_WAIT_POLICY"]
     return True
