@@ -11,7 +11,8 @@ last axis of ``y * 2 + 1``) so elementwise and row fusion patterns run too; "big
 the Python replay without the native runtime fuses too). Gradients of the operands come
 from a random upstream gradient. Each function is called three times on fresh copies of the
 same inputs: the first call traces, the second replays (a non-contiguous input is then a new
-layout, observed in Python), the third runs the native variant made for those layouts.
+layout, observed in Python), the third runs the native variant made for those layouts (and
+a case fails when it does not: a plan whose native code never runs is checked for nothing).
 
 C compilation dominates the cost, so the default tests run bundles: one case of every
 primitive in ONE compiled function (a few compilations for the whole table); a bundle's
