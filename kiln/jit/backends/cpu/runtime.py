@@ -165,7 +165,7 @@ class Variant:
             # where asarray would hand the segment a copy to write into)
             args = [names[key] if a.buffers[key].value.shape or key in written else f"asarray({names[key]})"
                     for key in self.segment_args[segment]]
-            body += [f"    rc = seg{segment}(({', '.join(args)},), A.address)",
+            body += [f"    rc = seg{segment}(({''.join(a + ', ' for a in args)}), A.address)",  # (a tuple, even empty)
                      "    if rc: return miss(rc, inputs, dims)"]
             ns[f"seg{segment}"] = self.segments[segment]
             segment += 1
