@@ -370,6 +370,7 @@ def _window(fold: bool) -> Callable:
         kh, kw = d.int(1, 3), d.int(1, 3)
         stride, pad, dil = (d.int(1, 2), d.int(1, 2)), (d.int(0, 1), d.int(0, 1)), (d.int(1, 2), 1)
         h, w = (40, 60) if d.size == "big" else (d.int(3, 6), d.int(3, 6))
+        h, w = max(h, dil[0] * (kh - 1) + 1), max(w, kw)  # at least one window fits (without padding)
         n = 0 if d.size == "empty" else d.int(1, 2)
         c = d.int(1, 2)
         if not fold:
