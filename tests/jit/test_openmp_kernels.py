@@ -10,6 +10,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -299,3 +301,14 @@ def test_kernels_stay_serial_when_another_libgomp_set_the_wait_policy(monkeypatc
     finally:
         parallel.set_kernel_threads(threads)
         cpu._reset_state()
+
+
+def test_a_bad_thread_setting_warns_instead_of_breaking_import() -> None:
+    code = ("import warnings; warnings.simplefilter('always')\n"
+            "from kiln.jit.backends.cpu import parallel\n"
+            "print(parallel.TEAM[1] == parallel.available_cpus())")
+    env = {**os.environ, "KILN_NUM_THREADS": "lots"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "True"
+    assert "ignoring $KILN_NUM_THREADS='lots'" in run.stderr

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import warnings
 
 MIN_ELEMENTS = 1 << 18
 """Fewest elements (outer x inner) for which a kernel runs on a team (measured, see docs/how-compile-works.md)."""
@@ -42,9 +43,10 @@ def _configured_threads() -> int:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise ValueError(f"$KILN_NUM_THREADS={text!r}: expected a whole number of threads >= 1 "
-                         f"(this process may run on {available_cpus()} CPUs)")
+    if value < 1:  # a bad setting must not break `import kiln`: say so once and use the default
+        warnings.warn(f"kiln: ignoring $KILN_NUM_THREADS={text!r}: expected a whole number of threads >= 1; "
+                      f"using the {available_cpus()} CPUs this process may run on", RuntimeWarning, stacklevel=2)
+        return available_cpus()
     return value
 
 
