@@ -61,11 +61,11 @@ SLOW_BUNDLES = [("small", "float32", "rows"), ("small", "float64", "affine"), ("
 # case id -> why it fails (a known bug): run on its own, as a strict xfail, and kept out of the bundles
 XFAIL: dict[str, str] = {
     "arange-float64-big-affine": (
-        "cpu runtime.py layout variants: for x.T + kiln.arange(n) (x a (n, m) C-ordered leaf, so x.T is "
-        "column-major) followed by y * 2 + 1 and y * -0.5, every replay after the first is a layout miss "
-        "answered in Python: the variant made from the observed layouts runs fused[add] as a Python unit, "
-        "whose output layout is not the one the Observer recorded (NumPy's add keeps the column-major order), "
-        "so no variant ever matches and the plan's native code never runs (values are still right)"),
+        "cpu runtime.py layout variants: x.T + kiln.arange(n) (x.T column-major), then y * 2 + 1 and y * -0.5: "
+        "the variant made for x.T's layout runs fused[add] as a Python unit, and NumPy keeps its output "
+        "column-major; a segment reads that output assuming C order, but the Observer never records its layout "
+        "(NativePlan watches only the inputs and the first analysis's Python units), so every replay is a "
+        "layout miss answered in Python and the native code never runs (values stay right)"),
 }
 
 
@@ -425,10 +425,8 @@ def test_a_native_variant_whose_segment_has_no_arguments():
             assert_same(got, want, "gradient")
 
 
-@pytest.mark.xfail(strict=True, reason="cpu runtime.py layout variants: for a column-major input (x.T), the variant "
-                   "made from the observed layouts runs the first fused group reading it (fused[sub]) as a Python "
-                   "unit, whose output layout is not the one the Observer recorded, so every replay is a layout "
-                   "miss answered in Python and the native code never runs (values stay right)")
+@pytest.mark.xfail(strict=True, reason=XFAIL["arange-float64-big-affine"].replace(
+    "x.T + kiln.arange(n)", "x.T - s").replace("fused[add]", "fused[sub]"))
 def test_a_column_major_input_gets_a_variant_that_runs():
     """The smallest form of the arange case above (also seen with amax and sub cases on x.T)."""
     rng = np.random.default_rng(0)
