@@ -6,6 +6,7 @@ from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .activations import log_softmax
 from .checks import checked_targets
+from .loss_fast import fast_cross_entropy
 from .math import (_count, abs, add, cast, div, exp, log1p, mean, mul, ne, neg, relu, sub, sum,
                    where)
 from .shape import gather_unchecked, squeeze, unsqueeze
@@ -91,6 +92,15 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  
     """Softmax cross-entropy of logits (N, C, ...) against class indices or class probabilities."""
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    fast = fast_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
+    if fast is not None:
+        return fast
+    return _cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
+
+
+def _cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,  # noqa: A002
+                   reduction: str, label_smoothing: float) -> Tensor:
+    """`cross_entropy` in primitives (what a tracer records, and every case the fast path leaves)."""
     logp = log_softmax(input, 1 if input.ndim > 1 else 0)
     if target.dtype.is_floating_point:
         if tuple(target.shape) != tuple(input.shape):
