@@ -21,6 +21,7 @@ A subclass that overrides `_update_group` gets the NumPy path (its own update) i
 """
 from __future__ import annotations
 
+import ctypes
 import weakref
 from array import array
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 _ADDRESSES: dict[int, tuple[weakref.ref, int, int]] = {}  # id(array) -> (ref, address, nbytes)
 _NATIVE_TYPES: dict[type, bool] = {}
+_char_at, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
 
 
 def address(a: np.ndarray) -> int:
@@ -43,7 +45,10 @@ def address(a: np.ndarray) -> int:
     hit = _ADDRESSES.get(key)
     if hit is not None and hit[0]() is a and hit[2] == a.nbytes:
         return hit[1]
-    ptr = a.__array_interface__["data"][0]
+    try:  # a writable buffer's address through ctypes: ~0.4 us, against ~1.5 us for __array_interface__
+        ptr = _addressof(_char_at(a))
+    except (TypeError, ValueError, BufferError):  # read-only, not contiguous, or empty
+        ptr = a.__array_interface__["data"][0]
     _ADDRESSES[key] = (weakref.ref(a, lambda ref, key=key: _forget(key, ref)), ptr, a.nbytes)
     return ptr
 
