@@ -12,6 +12,7 @@ the decomposed primitives, which its backends fuse; a backward that itself build
 """
 from __future__ import annotations
 
+from types import MethodType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -19,11 +20,19 @@ import numpy as np
 from .. import autograd
 from ..autograd import Node
 from ..ops.primitive import REGISTRY, Primitive, trace_state
+from ..ops.quiet import quiet
 from ..tensor import Tensor
 
-_MAX, _SUM, _SUB, _EXP, _LOG = (REGISTRY[n] for n in ("max", "sum", "sub", "exp", "log"))
-_DIV, _MUL, _NEG, _WHERE, _NE = (REGISTRY[n] for n in ("div", "mul", "neg", "where", "ne"))
-_GATHER, _SCATTER_ADD, _CHECK = REGISTRY["gather"], REGISTRY["scatter_add"], REGISTRY["check_targets"]
+
+def _raw(name: str) -> Any:
+    """A primitive's kernel, bound to it, without its `quiet` wrapper (the callers here run under one)."""
+    prim = REGISTRY[name]
+    kernel = type(prim).kernel
+    return MethodType(getattr(kernel, "__wrapped__", kernel), prim)
+
+
+_K = SimpleNamespace(**{n: _raw(n) for n in ("sub", "exp", "log", "div", "mul", "neg", "where", "ne", "add")})
+_P_MAX, _P_SUM, _P_CHECK = REGISTRY["max"], REGISTRY["sum"], REGISTRY["check_targets"]
 _ROW = (1,)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _INT64 = np.dtype(np.int64)
@@ -55,48 +64,59 @@ def fast_cross_entropy(input: Tensor, target: Tensor, weight: Any, ignore_index:
             or x.dtype not in _FLOATS or t.dtype != _INT64 or t.shape[0] != x.shape[0]
             or x.shape[0] == 0 or x.shape[1] == 0 or input._device is not target._device):
         return None
-    _CHECK.kernel(np, t, op="cross_entropy", n_classes=x.shape[1], ignore_index=ignore_index)
-    m = _MAX.kernel(np, x, axes=_ROW, keepdims=True)
-    shifted = _SUB.kernel(np, x, m)
-    e = _EXP.kernel(np, shifted)
-    s = _SUM.kernel(np, e, axes=_ROW, keepdims=True)
-    logp = _SUB.kernel(np, shifted, _LOG.kernel(np, s))
-    valid = _NE.kernel(np, t, np.asarray(ignore_index, dtype=t.dtype))
-    idx = _WHERE.kernel(np, valid, t, np.zeros((), t.dtype)).reshape(-1, 1)
-    picked = _GATHER.kernel(np, logp, idx, axis=1).reshape(-1)
-    validf = valid.astype(x.dtype)
-    loss = _WHERE.kernel(np, valid, _MUL.kernel(np, _NEG.kernel(np, picked), validf), np.zeros((), x.dtype))
-    total_w = None
-    if reduction != "none":
-        loss = _SUM.kernel(np, loss, axes=(0,), keepdims=False)
-        if reduction == "mean":
-            total_w = _SUM.kernel(np, validf, axes=(0,), keepdims=False)
-            loss = _DIV.kernel(np, loss, total_w)
-    out = Tensor._wrap(np.asarray(loss), input._device)
+    out = Tensor._wrap(np.asarray(_forward(x, t, ignore_index, reduction, saved := [])), input._device)
     if input.requires_grad and autograd.is_grad_enabled():
         out.requires_grad = True
-        params = {"e": e, "s": s, "valid": valid, "idx": idx, "validf": validf, "total_w": total_w,
-                  "reduction": reduction, "x_version": input._version}
+        e, s, valid, rows, cols, validf, total_w = saved
+        params = {"e": e, "s": s, "valid": valid, "rows": rows, "cols": cols, "validf": validf,
+                  "total_w": total_w, "reduction": reduction, "x_version": input._version}
         out._node = Node(_NODE_PRIM, (input, target), params, out)
     return out
 
 
-def _backward(g: Any, *, e: Any, s: Any, valid: Any, idx: Any, validf: Any, total_w: Any,
+@quiet
+def _forward(x: Any, t: Any, ignore_index: int, reduction: str, saved: list) -> Any:
+    """The decomposed loss's kernels on arrays, in its order; `saved` gets what the backward reads."""
+    _P_CHECK.kernel(np, t, op="cross_entropy", n_classes=x.shape[1], ignore_index=ignore_index)
+    m = _P_MAX.kernel(np, x, axes=_ROW, keepdims=True)
+    shifted = _K.sub(np, x, m)
+    e = _K.exp(np, shifted)
+    s = _P_SUM.kernel(np, e, axes=_ROW, keepdims=True)
+    logp = _K.sub(np, shifted, _K.log(np, s))
+    valid = _K.ne(np, t, np.asarray(ignore_index, dtype=t.dtype))
+    cols = _K.where(np, valid, t, np.zeros((), t.dtype))
+    rows = np.arange(x.shape[0])
+    picked = logp[rows, cols]  # the gather of each row's target log-probability (a copy: exact)
+    validf = valid.astype(x.dtype)
+    loss = _K.where(np, valid, _K.mul(np, _K.neg(np, picked), validf), np.zeros((), x.dtype))
+    total_w = None
+    if reduction != "none":
+        loss = _P_SUM.kernel(np, loss, axes=(0,), keepdims=False)
+        if reduction == "mean":
+            total_w = _P_SUM.kernel(np, validf, axes=(0,), keepdims=False)
+            loss = _K.div(np, loss, total_w)
+    saved.extend((e, s, valid, rows, cols, validf, total_w))
+    return loss
+
+
+@quiet
+def _backward(g: Any, *, e: Any, s: Any, valid: Any, rows: Any, cols: Any, validf: Any, total_w: Any,
               reduction: str, x_version: int) -> Any:
     """The logits' gradient: the decomposed VJPs' array operations, in the engine's order."""
     n = valid.shape[0]
     if reduction == "mean":
-        g = _DIV.kernel(np, g, total_w)  # Div: g / total weight
+        g = _K.div(np, g, total_w)  # Div: g / total weight
     if reduction != "none":
         g = np.broadcast_to(g.reshape(1), (n,))  # Sum: reshape, expand
-    g = _WHERE.kernel(np, valid, g, np.zeros(g.shape, g.dtype))  # Where: where(c, g, zeros_like(g))
-    g = _NEG.kernel(np, _MUL.kernel(np, g, validf))  # Mul by the weights, then Neg
-    glogp = _SCATTER_ADD.kernel(np, np.zeros(e.shape, g.dtype), idx, g.reshape(n, 1), axis=1)  # Gather
+    g = _K.where(np, valid, g, np.zeros(g.shape, g.dtype))  # Where: where(c, g, zeros_like(g))
+    g = _K.neg(np, _K.mul(np, g, validf))  # Mul by the weights, then Neg
+    glogp = np.zeros(e.shape, g.dtype)  # Gather: scatter-add into zeros (one target a row: 0 + g, as add.at)
+    glogp[rows, cols] += g
     # Sub(shifted, log s): shifted gets glogp as it is; log s gets -glogp summed over the row,
     # then Log divides by s, Sum expands, Exp multiplies by e; shifted's two grads are added
-    gl = _SUM.kernel(np, _NEG.kernel(np, glogp), axes=_ROW, keepdims=True)
-    gexp = _MUL.kernel(np, np.broadcast_to(_DIV.kernel(np, gl, s), e.shape), e)
-    return REGISTRY["add"].kernel(np, glogp, gexp)
+    gl = _P_SUM.kernel(np, _K.neg(np, glogp), axes=_ROW, keepdims=True)
+    gexp = _K.mul(np, np.broadcast_to(_K.div(np, gl, s), e.shape), e)
+    return _K.add(np, glogp, gexp)
 
 
 def _decomposed_vjp(g: Tensor, inputs: tuple, params: dict) -> tuple:
@@ -125,7 +145,7 @@ def _decomposed_vjp(g: Tensor, inputs: tuple, params: dict) -> tuple:
         g = g.reshape(1).expand(n)
     g = f.where(valid, g, zeros_like(g))
     g = f.neg(f.mul(g, validf))
-    glogp = scatter_add_unchecked(zeros(tuple(x.shape), dtype=g.dtype, device=dev), 1, wrap(params["idx"], dev),
-                                  g.reshape(n, 1))
+    idx = wrap(params["cols"].reshape(n, 1), dev)
+    glogp = scatter_add_unchecked(zeros(tuple(x.shape), dtype=g.dtype, device=dev), 1, idx, g.reshape(n, 1))
     gl = f.sum(f.neg(glogp), 1, True)
     return (f.add(glogp, f.mul(f.div(gl, s).expand(tuple(x.shape)), e)), None)
