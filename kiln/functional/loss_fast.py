@@ -106,16 +106,15 @@ def _backward(g: Any, *, e: Any, s: Any, valid: Any, rows: Any, cols: Any, valid
     n = valid.shape[0]
     if reduction == "mean":
         g = _K.div(np, g, total_w)  # Div: g / total weight
-    if reduction != "none":
-        g = np.broadcast_to(g.reshape(1), (n,))  # Sum: reshape, expand
-    g = _K.where(np, valid, g, np.zeros(g.shape, g.dtype))  # Where: where(c, g, zeros_like(g))
+    # Sum: reshape, expand (the where broadcasts g instead); Where: where(c, g, zeros_like(g))
+    g = _K.where(np, valid, g, np.zeros((n,), g.dtype))
     g = _K.neg(np, _K.mul(np, g, validf))  # Mul by the weights, then Neg
     glogp = np.zeros(e.shape, g.dtype)  # Gather: scatter-add into zeros (one target a row: 0 + g, as add.at)
     glogp[rows, cols] += g
     # Sub(shifted, log s): shifted gets glogp as it is; log s gets -glogp summed over the row,
     # then Log divides by s, Sum expands, Exp multiplies by e; shifted's two grads are added
     gl = _P_SUM.kernel(np, _K.neg(np, glogp), axes=_ROW, keepdims=True)
-    gexp = _K.mul(np, np.broadcast_to(_K.div(np, gl, s), e.shape), e)
+    gexp = _K.mul(np, _K.div(np, gl, s), e)  # the product broadcasts, as the expand would
     return _K.add(np, glogp, gexp)
 
 
