@@ -30,6 +30,10 @@ CASES: dict[str, tuple[Callable, list]] = {
                        [0.0, 1.0, 2.0, 3.0]),
 }
 
+# float32 cases whose exp/log the cpu backend fuses as its own vectorized versions, within 4 ulp of
+# NumPy's (tests/tolerances.py C_EXPR_ULPS); a softmax's division and its gradient add a few more
+FUSED_TRANSCENDENTALS = {"log-of-zero", "exp-overflow", "masked-softmax"}
+
 
 def _quietly(fn: Callable[[], object]) -> object:
     with warnings.catch_warnings():
@@ -65,8 +69,11 @@ def test_compiled_plans_are_quiet_and_equal_eager(name: str, backend: str) -> No
     eager_out, eager_grad = _quietly(lambda: step(x))
     for _ in range(2):  # the tracing call and a replay
         out, grad = _quietly(lambda: compiled(x))
-        np.testing.assert_array_equal(out.detach().numpy(), eager_out.detach().numpy())
-        np.testing.assert_array_equal(grad.detach().numpy(), eager_grad.detach().numpy())
+        for got, want in ((out, eager_out), (grad, eager_grad)):
+            if backend == "cpu" and name in FUSED_TRANSCENDENTALS:  # inf/NaN still exactly where eager has them
+                np.testing.assert_array_max_ulp(got.detach().numpy(), want.detach().numpy(), maxulp=8)
+            else:
+                np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
 
 
 def test_overflowing_casts_and_literals_are_quiet() -> None:
