@@ -1,7 +1,8 @@
 """Peephole fusions: kiln's conv and pooling compositions back into ONNX Conv and MaxPool.
 
 kiln writes conv2d as ``unfold2d -> reshape -> matmul(weight, cols) -> reshape`` and
-max pooling as ``unfold2d(pad -inf) -> max over the window axes``. Runtimes are far
+max pooling as ``unfold2d(pad -inf) -> max over the window axes`` (or, when the windows tile
+the image, ``reshape (N, C, H/kh, kh, W/kw, kw) -> max over (3, 5)``). Runtimes are far
 faster on Conv/MaxPool than on the generic im2col Gather, so the exporter matches
 these chains and emits one node for each. A chain is only fused when its inner
 values are used by nothing else.
@@ -43,9 +44,14 @@ def find_fusions(graph: Graph) -> dict[int, Fusion]:
 
     fusions: dict[int, Fusion] = {}
     for node in graph.nodes:
-        if node.prim.name != "unfold2d" or not node.out.dtype.is_floating_point:
+        if not node.out.dtype.is_floating_point:
             continue
-        fusion = _match_conv(node, only_user, producers) or _match_max_pool(node, only_user)
+        if node.prim.name == "reshape":
+            fusion = _match_tiled_max_pool(node, only_user)
+        elif node.prim.name == "unfold2d":
+            fusion = _match_conv(node, only_user, producers) or _match_max_pool(node, only_user)
+        else:
+            continue
         if fusion is not None:
             for vid in fusion.covered:
                 fusions[vid] = fusion
@@ -72,6 +78,26 @@ def _match_max_pool(unfold: Node, only_user: Callable) -> Fusion | None:
         return ctx.b.op("MaxPool", [ctx.name(unfold.inputs[0])], hint="max_pool", **_windows(unfold))
 
     return Fusion(reduce, {unfold.out.id, reduce.out.id}, emit)
+
+
+def _match_tiled_max_pool(tiles: Node, only_user: Callable) -> Fusion | None:
+    """max_pool2d over windows that tile the image: ``reshape (N, C, H/kh, kh, W/kw, kw) -> max over (3, 5)``."""
+    reduce = only_user(tiles)
+    if reduce is None or reduce.prim.name != "max" or tuple(reduce.params["axes"]) != (3, 5) \
+            or reduce.params["keepdims"]:
+        return None
+    image = tuple(tiles.inputs[0].shape)
+    shape = tuple(tiles.params["shape"])
+    if len(image) != 4 or len(shape) != 6 or shape[:2] != image[:2] \
+            or shape[2] * shape[3] != image[2] or shape[4] * shape[5] != image[3]:
+        return None
+    kernel = [shape[3], shape[5]]
+
+    def emit(ctx: Lowering) -> str:
+        return ctx.b.op("MaxPool", [ctx.name(tiles.inputs[0])], hint="max_pool", kernel_shape=kernel,
+                        strides=kernel, pads=[0, 0, 0, 0])
+
+    return Fusion(reduce, {tiles.out.id, reduce.out.id}, emit)
 
 
 def _match_conv(unfold: Node, only_user: Callable, producers: dict[int, Node]) -> Fusion | None:
