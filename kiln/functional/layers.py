@@ -94,6 +94,15 @@ def unfold2d(x: Tensor, kernel: Sequence[int], stride: Sequence[int], padding: S
 def fold2d(cols: Tensor, size: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
            padding: Sequence[int], dilation: Sequence[int]) -> Tensor:
     """Sum window columns back into (N, C, H, W): the adjoint of unfold2d."""
+    (h, w), (kh, kw) = tuple(size), tuple(kernel)
+    windows = tuple((n + 2 * p - d * (k - 1) - 1) // st + 1
+                    for n, k, st, p, d in zip((h, w), (kh, kw), stride, padding, dilation))
+    plain = all(type(n) is int for n in (*cols.shape, h, w))  # symbolic sizes (dynamic_dims) are not checked here
+    if plain and (len(cols.shape) != 6 or tuple(cols.shape[2:]) != (kh, kw) + windows):
+        raise ShapeError(f"fold2d: columns for a {h}x{w} image with kernel {(kh, kw)}, stride {tuple(stride)}, "
+                         f"padding {tuple(padding)} and dilation {tuple(dilation)} must have shape "
+                         f"(N, C, {kh}, {kw}, {windows[0]}, {windows[1]}), got {tuple(cols.shape)}; pass the size, "
+                         "kernel, stride, padding and dilation that unfold2d produced them with")
     return bind(_P["fold2d"], (cols,), {"size": tuple(size), "kernel": tuple(kernel), "stride": tuple(stride),
                                          "padding": tuple(padding), "dilation": tuple(dilation)})
 

@@ -150,3 +150,12 @@ def test_python_scalar_arguments_key_by_type_and_value(value):
     for _ in range(2):
         np.testing.assert_array_equal(f(A, value).numpy(), fn(A, value).numpy())
     assert f.stats.misses == 1 and f.stats.hits == 1
+
+
+def test_fold2d_names_the_column_shape_it_expected() -> None:
+    import kiln.functional as F  # noqa: PLC0415
+
+    cols = F.unfold2d(kiln.randn(1, 2, 5, 5), (3, 3), (1, 1), (0, 0), (1, 1))
+    assert tuple(F.fold2d(cols, (5, 5), (3, 3), (1, 1), (0, 0), (1, 1)).shape) == (1, 2, 5, 5)
+    with pytest.raises(kiln.ShapeError, match=r"must have shape \(N, C, 3, 3, 2, 2\), got \(1, 2, 3, 3, 3, 3\)"):
+        F.fold2d(cols, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
