@@ -171,3 +171,12 @@ def test_compiled_training_step_matches_eager() -> None:
         grads.append((loss.detach().numpy(), w.grad.numpy()))
     np.testing.assert_allclose(grads[0][0], grads[1][0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(grads[0][1], grads[1][1], rtol=1e-5, atol=1e-6)
+
+
+def test_a_gradient_of_another_dtype_takes_the_recorded_path_and_matches() -> None:
+    x, t = _data("float32", 6, 4, -1, True)
+    g = np.random.default_rng(4).standard_normal(6)  # float64 into a float32 loss
+    fast = _loss_and_grad(_fast, x, t, "none", -1, g)
+    slow = _loss_and_grad(_cross_entropy, x, t, "none", -1, g)
+    assert fast[1].dtype == slow[1].dtype
+    np.testing.assert_allclose(fast[1], slow[1], rtol=1e-6, atol=1e-7)
