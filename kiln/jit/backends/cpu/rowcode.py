@@ -43,7 +43,7 @@ import numpy as np
 
 from ...ir import Node, Value
 from ....ops.primitive import REGISTRY, Primitive
-from ..render import C
+from ..render import C, CStyleLanguage
 from .layouts import c_ordered
 from .rows import IDENTITIES, RowGroup, describe
 from .toolchain import build
@@ -121,8 +121,11 @@ def _ctype(v: Value) -> str:
 
 
 class _Renderer:
-    def __init__(self, group: RowGroup):
+    """Renders one row group as C; the CUDA row renderer subclasses it (another loop and reduction)."""
+
+    def __init__(self, group: RowGroup, lang: CStyleLanguage = C):
         self.group = group
+        self.lang = lang
         self.space = group.space
         self.index = {n.out.id: k for k, n in enumerate(group.nodes)}  # member value -> position
         self.member = {n.out.id: n for n in group.nodes}
@@ -147,10 +150,11 @@ class _Renderer:
         return f"x{self.inputs[v.id]}"
 
     def _statement(self, node: Node, context: str) -> str:
-        ctype = _ctype(node.out)
+        lang = self.lang
+        ctype = lang.compute_type(node.out.dtype.name)
         operands = [self._operand(v, context) for v in node.inputs]
-        expr = operands[0] if node.prim.name in IDENTITIES else C.expr(node.prim, ctype, operands)
-        return C.local(ctype, f"t{self.index[node.out.id]}", expr)
+        expr = operands[0] if node.prim.name in IDENTITIES else lang.expr(node.prim, ctype, operands)
+        return lang.local(ctype, f"t{self.index[node.out.id]}", expr)
 
     # ---- loops ----------------------------------------------------------------------------
     def _full_cone(self, targets: list[Value]) -> tuple[list[Node], list[int]]:

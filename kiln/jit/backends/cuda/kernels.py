@@ -24,7 +24,7 @@ from typing import Any, Iterable
 import math
 
 from ..cpu.fusion import Group, describe
-from ..cpu.layouts import IDENTITIES
+from ..cpu.rowcode import _Renderer
 from ..cpu.rows import RowGroup
 from ..cpu.rows import describe as describe_rows
 from ..render.cstyle import INDEX
@@ -75,45 +75,13 @@ def render_elementwise(group: Group, forms: list[str], name: str, lang: CUDALang
     ])
 
 
-class _RowKernel:
-    """Renders one row group (see the module docstring)."""
+class _RowKernel(_Renderer):
+    """Renders one row group (see the module docstring): the C row renderer's names, statements and
+    cones, with a block per row, a grid-stride loop over the row and block reductions."""
 
     def __init__(self, group: RowGroup, lang: CUDALanguage):
-        self.group, self.lang, self.space = group, lang, group.space
-        self.index = {n.out.id: k for k, n in enumerate(group.nodes)}
-        self.member = {n.out.id: n for n in group.nodes}
-        self.inputs = {v.id: k for k, v in enumerate(group.inputs)}
-        self.outputs = {v.id: k for k, v in enumerate(group.outputs)}
+        super().__init__(group, lang)
         self.shared: set[str] = set()  # C types of the block reductions (one __shared__ array each)
-
-    def _operand(self, v: Any, context: str) -> str:
-        if v.id in self.member:
-            return f"t{self.index[v.id]}"
-        return f"{'r' if context == 'row' else 'x'}{self.inputs[v.id]}"
-
-    def _statement(self, node: Any, context: str) -> str:
-        lang = self.lang
-        ctype = lang.compute_type(node.out.dtype.name)
-        operands = [self._operand(v, context) for v in node.inputs]
-        expr = operands[0] if node.prim.name in IDENTITIES else lang.expr(node.prim, ctype, operands)
-        return lang.local(ctype, f"t{self.index[node.out.id]}", expr)
-
-    def _full_cone(self, targets: list) -> tuple[list, list[int]]:
-        """The full members computing `targets`, in order, and the inputs they read at full level."""
-        need: set[int] = set()
-        reads: set[int] = set()
-        stack = list(targets)
-        while stack:
-            v = stack.pop()
-            if v.id in self.member:
-                node = self.member[v.id]
-                if self.group.levels[id(node)] != "full" or id(node) in need:
-                    continue
-                need.add(id(node))
-                stack.extend(node.inputs)
-            else:
-                reads.add(self.inputs[v.id])
-        return [n for n in self.group.nodes if id(n) in need], sorted(reads)
 
     def _loop(self, targets: list, tail: list[str], indent: str) -> list[str]:
         lang = self.lang

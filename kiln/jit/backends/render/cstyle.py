@@ -84,6 +84,10 @@ class CStyleLanguage:
         except KeyError:
             raise ValueError(f"{self.name} has no type for {dtype_name}; it knows {sorted(self.types)}") from None
 
+
+    def compute_type(self, dtype_name: str) -> str:
+        """The C type a value of `dtype_name` is computed in (its storage type here; CUDA computes halves in float)."""
+        return self.type_name(dtype_name)
     def math(self, function: str, ctype: str) -> str:
         """The name of math `function` for arguments of C type `ctype` ("exp", "float" -> "expf")."""
         return function + self.math_suffixes.get(ctype, "")
