@@ -14,6 +14,7 @@ import kiln
 from kiln.functional.shape import gather_unchecked, scatter_add_unchecked
 from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import objects, runtime
+from jit_helpers import bits
 
 pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
                                 reason="no C compiler, or generated code cannot read Python objects here")
@@ -24,11 +25,6 @@ def kernel_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
     runtime._made.clear()
-
-
-def _bits(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    return a.view(f"u{a.itemsize}")
 
 
 def _kinds(compiled) -> dict[str, str]:
@@ -46,7 +42,7 @@ CASES = [
 @pytest.mark.parametrize("name, f", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("shape, k", [((4, 7), 3), ((2, 3, 5), 6), ((1, 10), 1)])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_indexed_ops_run_natively_with_eagers_bits(name, f, shape, k, dtype):
+def test_indexed_ops_run_natively_with_eagersbits(name, f, shape, k, dtype):
     rng = np.random.default_rng(0)
     n = shape[-1]
     x = kiln.tensor((rng.standard_normal(shape) * 100).astype(dtype))
@@ -58,7 +54,7 @@ def test_indexed_ops_run_natively_with_eagers_bits(name, f, shape, k, dtype):
         compiled(x, idx, src)
         got, want = compiled(x, idx, src).numpy(), f(x, idx, src).numpy()
     assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(_bits(got), _bits(want))
+    np.testing.assert_array_equal(bits(got), bits(want))
     prim = "gather" if name != "scatter_add" else "scatter_add"
     assert _kinds(compiled)[prim] == "native"
 

@@ -19,6 +19,7 @@ import zlib
 import numpy as np
 import pytest
 
+from jit_helpers import assert_bitwise as _assert_bitwise
 from tolerances import tol
 
 import kiln
@@ -42,21 +43,8 @@ def kernel_cache(monkeypatch, tmp_path):
     return tmp_path
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    return a.view(f"u{a.itemsize}") if a.dtype.kind in "fiu" else a
-
-
 def assert_bitwise(got, want, what=""):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
-    differ = _bits(got) != _bits(want)
-    if got.dtype.kind == "f":
-        differ &= ~(np.isnan(got) & np.isnan(want))
-    if differ.any():
-        where = np.flatnonzero(differ)[:5]
-        raise AssertionError(f"{what}: {int(differ.sum())} of {differ.size} elements differ, e.g. at {where}: "
-                             f"{got.reshape(-1)[where]} vs the interpreter's {want.reshape(-1)[where]}")
+    _assert_bitwise(got, want, what, oracle="the interpreter's")
 
 
 def assert_close(got, want, what="", kind="forward"):

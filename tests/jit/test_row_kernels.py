@@ -22,6 +22,7 @@ from kiln.jit.api import trace_graph
 from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import fusion, rowcode
 from kiln.models.gpt import Block
+from jit_helpers import assert_bitwise, bits
 from tolerances import tol
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="no C compiler")
@@ -40,23 +41,6 @@ def fuse_everything(kernel_cache, monkeypatch):
     """Fuse even tiny arrays."""
     monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
     return kernel_cache
-
-
-def _bits(a: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
-    return a.view(f"u{a.itemsize}")
-
-
-def assert_bitwise(got, want, what=""):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
-    differ = _bits(got) != _bits(want)
-    if got.dtype.kind == "f":
-        differ &= ~(np.isnan(got) & np.isnan(want))
-    if differ.any():
-        where = np.flatnonzero(differ)[:5]
-        raise AssertionError(f"{what}: {int(differ.sum())} of {differ.size} elements differ, e.g. at {where}: "
-                             f"{got.reshape(-1)[where]} vs eager {want.reshape(-1)[where]}")
 
 
 def _data(shape, dtype, seed, specials=True):
@@ -98,7 +82,7 @@ def assert_close(got, want, what="", ulps=None):
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape and got.dtype == want.dtype, (what, got.shape, want.shape, got.dtype, want.dtype)
     special = ~np.isfinite(want) | (want == 0)
-    same = (_bits(got) == _bits(want)) | (np.isnan(got) & np.isnan(want))
+    same = (bits(got) == bits(want)) | (np.isnan(got) & np.isnan(want))
     assert not (special & ~same).any(), f"{what}: special values differ: {got[special & ~same][:5]} vs {want[special & ~same][:5]}"
     if ulps is None:
         np.testing.assert_allclose(got, want, err_msg=what, **tol(got.dtype))
