@@ -310,6 +310,28 @@ def test_non_contiguous_inputs_get_a_variant_of_their_own():
     assert plan.observed_calls == 2  # once for each new layout, then the variants run
 
 
+def test_a_numpy_step_with_a_column_major_result_still_lets_the_variant_run():
+    """x.T - s runs as a NumPy step in the variant for a column-major x, and NumPy keeps its result
+    column-major; the segment reading it learns that layout on a miss instead of missing forever."""
+    def f(x, s):
+        y = x - s
+        return y * 2.0 + 1.0, y * -0.5
+
+    compiled = kiln.compile(f, backend="cpu")
+    x, s = kiln.randn(4, 3), kiln.randn(())
+    with kiln.no_grad():
+        for _ in range(6):
+            for got, want in zip(compiled(x.T, s), f(x.T, s)):
+                assert_bitwise(got.numpy(), want.numpy(), "column-major input")
+    plan = compiled.cache_entries[0].plan
+    assert isinstance(plan, runtime.NativePlan)
+    observed = plan.observed_calls
+    with kiln.no_grad():
+        for _ in range(3):
+            compiled(x.T, s)
+    assert plan.observed_calls == observed <= 2  # it stopped missing: the native code runs now
+
+
 def test_dynamic_dims_keep_the_python_replay():
     compiled = kiln.compile(lambda x: (x * 2.0).relu() @ x.T, backend="cpu", dynamic_dims={0: {0: "B"}})
     for batch in (2, 3):

@@ -63,9 +63,10 @@ XFAIL: dict[str, str] = {
     "arange-float64-big-affine": (
         "cpu runtime.py layout variants: x.T + kiln.arange(n) (x.T column-major), then y * 2 + 1 and y * -0.5: "
         "the variant made for x.T's layout runs fused[add] as a Python unit, and NumPy keeps its output "
-        "column-major; a segment reads that output assuming C order, but the Observer never records its layout "
-        "(NativePlan watches only the inputs and the first analysis's Python units), so every replay is a "
-        "layout miss answered in Python and the native code never runs (values stay right)"),
+        "column-major; a segment reads that output assuming C order. The plan now watches that result and "
+        "makes a variant for its layout on the next miss, so the native code runs from the third replay, "
+        "but the first variant cannot predict NumPy's result layout: two replays miss where one should "
+        "(values stay right)"),
 }
 
 

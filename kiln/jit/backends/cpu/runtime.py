@@ -296,9 +296,7 @@ class NativePlan:
         self._stop_variants = False
         self._first_analysis = analysis
         self._seen: dict[int, Layout] | None = None
-        watched = {v.id for v in fused.inputs}
-        watched |= {n.out.id for n in fused.nodes if analysis.kinds[id(n)] == "python"}
-        self._observer = Observer(graph, watched)
+        self._observer = Observer(graph, {v.id for v in fused.inputs} | _python_results(analysis))
         self.variants: list[Variant] = []
         self.lazy = lazy
         if lazy:
@@ -326,6 +324,7 @@ class NativePlan:
             try:
                 analysis = analyze(self.graph, layouts) if layouts else self._first_analysis
                 self.variants.append(Variant(self, analysis))
+                self._observer.watched |= _python_results(analysis)
                 self._current = self.variants[0].run
             except CompilerUnavailable as exc:
                 self._stop_variants = True
@@ -388,6 +387,9 @@ class NativePlan:
                 try:
                     match = Variant(self, analyze(self.graph, layouts))
                     self.variants.append(match)
+                    # its own NumPy steps may hand a segment another layout (NumPy keeps a column-major
+                    # operand's order): watch their results too, so a miss on one makes a variant for it
+                    self._observer.watched |= _python_results(match.analysis)
                 except CompilerUnavailable as exc:  # the compiler broke since lowering: keep what there is
                     self._stop_variants = True
                     warnings.warn(f"kiln: could not generate code for new input layouts ({exc}); calls with "
@@ -407,6 +409,11 @@ class NativePlan:
             if self._reference is None:
                 self._reference = self._make_reference()
             return self._reference
+
+
+def _python_results(analysis: Analysis) -> set[int]:
+    """Ids of the values an analysis computes with NumPy steps (whose layouts NumPy decides)."""
+    return {n.out.id for n in analysis.graph.nodes if analysis.kinds[id(n)] == "python"}
 
 
 def native_problem(graph: Graph) -> str | None:
