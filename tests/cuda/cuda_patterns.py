@@ -113,3 +113,16 @@ def fused_kernels(name: str) -> list[Any]:
     loss = kiln.compile(fn, backend=capture)(*args)
     loss.backward()
     return capture.kernels
+
+
+def kernel_inputs(values, rng) -> list[np.ndarray]:
+    """Random arrays for a fused kernel's inputs: magnitudes in [0.5, 2] of either sign, or random bools."""
+    out = []
+    for v in values:
+        shape = tuple(v.shape)
+        if v.dtype.name == "bool":
+            out.append(rng.random(shape) < 0.5)
+        else:
+            magnitude = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+            out.append(np.asarray(magnitude, v.dtype.np))
+    return out

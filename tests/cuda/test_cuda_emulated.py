@@ -18,7 +18,7 @@ from kiln.ops.primitive import REGISTRY
 from tolerances import C_EXPR_ULPS
 
 from cuda_emulator import EmulatedModule, build_emulated, needs_cxx, stored_as, values_of
-from cuda_patterns import WORKLOADS, fused_kernels
+from cuda_patterns import WORKLOADS, fused_kernels, kernel_inputs
 from test_cuda_nvcc import primitive_kernels
 
 pytestmark = needs_cxx
@@ -29,17 +29,6 @@ pytestmark = needs_cxx
 # (2**-10 relative for float16, 2**-7 for bfloat16).
 TOLERANCE = {"float32": (1e-5, 1e-6), "float16": (2e-3, 1e-4), "bfloat16": (1.6e-2, 1e-3)}
 
-
-def _inputs(values, rng) -> list[np.ndarray]:
-    out = []
-    for v in values:
-        shape = tuple(v.shape)
-        if v.dtype.name == "bool":
-            out.append(rng.random(shape) < 0.5)
-        else:
-            magnitude = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-            out.append(np.asarray(magnitude, v.dtype.np))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +43,7 @@ def test_every_fused_kernel_matches_the_cpu_reference(kernels, storage: str, tmp
     rng = np.random.default_rng(0)
     rtol, atol = TOLERANCE[storage]
     for k, kernel in enumerate(kernels):
-        arrays = _inputs(kernel.group.inputs, rng)
+        arrays = kernel_inputs(kernel.group.inputs, rng)
         got, rounded = module.run(k, arrays)
         want = kernel.evaluate(np, tuple(rounded))
         want = list(want) if isinstance(want, tuple) else [want]

@@ -22,7 +22,7 @@ import kiln.nn.functional as F
 from kiln.ops.primitive import REGISTRY
 from tolerances import C_EXPR_ULPS, tol
 
-from cuda_patterns import WORKLOADS, fused_kernels, on_device
+from cuda_patterns import WORKLOADS, fused_kernels, kernel_inputs, on_device
 
 pytestmark = pytest.mark.skipif(not kiln.cuda.is_available(), reason="needs CuPy and an NVIDIA GPU")
 
@@ -65,16 +65,6 @@ def _from_storage(d, storage: str, size: int, dtype) -> np.ndarray:
     return h.view(ml_dtypes.bfloat16).astype(np.float32)
 
 
-def _inputs(values, rng) -> list[np.ndarray]:
-    out = []
-    for v in values:
-        shape = tuple(v.shape)
-        if v.dtype.name == "bool":
-            out.append(rng.random(shape) < 0.5)
-        else:
-            out.append(rng.uniform(0.5, 2.0, shape).astype(v.dtype.np) * rng.choice([-1, 1], shape).astype(v.dtype.np))
-    return out
-
 
 @pytest.mark.parametrize("storage", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("workload", list(WORKLOADS))
@@ -91,7 +81,7 @@ def test_each_fused_kernel_matches_the_cpu_reference(workload: str, storage: str
         group = k.group
         ins = group.inputs
         outs = getattr(group, "outputs", None) or [group.root.out]
-        host = _inputs(ins, rng)
+        host = kernel_inputs(ins, rng)
         dev, rounded = zip(*[_to_storage(a, storage, a.size) for a in host]) if host else ((), ())
         want = k.evaluate(np, tuple(rounded))
         want = list(want) if isinstance(want, tuple) else [want]

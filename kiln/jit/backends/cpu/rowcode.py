@@ -141,6 +141,12 @@ class _Renderer:
         k = self.inputs[v.id]
         return f"in{k}[0]" if int(np.prod(v.shape)) == 1 else f"in{k}[o]"
 
+    def _row_reads(self) -> list[int]:
+        """Positions of the group inputs that row-level nodes read (one value per row: r0, r1, ...)."""
+        group = self.group
+        return sorted({self.inputs[v.id] for n in group.nodes if group.levels[id(n)] == "row"
+                       for v in n.inputs if v.id in self.inputs})
+
     def _operand(self, v: Value, context: str) -> str:
         """The C name or read of `v` inside a full loop ("full") or at row scope ("row")."""
         if v.id in self.member:
@@ -221,9 +227,7 @@ class _Renderer:
         params += [C.pointer(_ctype(v), f"in{k}", const=True) for k, v in enumerate(group.inputs)]
         ind = "        "
         body: list[str] = []
-        row_reads = sorted({self.inputs[v.id] for n in group.nodes if group.levels[id(n)] == "row"
-                            for v in n.inputs if v.id in self.inputs})
-        for k in row_reads:
+        for k in self._row_reads():
             v = group.inputs[k]
             body.append(f"{ind}const {_ctype(v)} r{k} = {self._row_read(v)};")
         for node in group.nodes:

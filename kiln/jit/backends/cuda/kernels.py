@@ -131,9 +131,7 @@ class _RowKernel(_Renderer):
                    for k, v in enumerate(group.inputs)]
         ind = "        "
         body: list[str] = []
-        row_reads = sorted({self.inputs[v.id] for n in group.nodes if group.levels[id(n)] == "row"
-                            for v in n.inputs if v.id in self.inputs})
-        for k in row_reads:
+        for k in self._row_reads():
             v = group.inputs[k]
             index = "0" if _size(v) == 1 else "o"
             body.append(ind + lang.local(lang.compute_type(v.dtype.name), f"r{k}",
