@@ -41,19 +41,24 @@ def render_function(group: Group, forms: list[str], name: str = "kiln_fused", st
     """The C function for one group given each input's index form (no prelude; `storage` may be "static").
 
     With `in_place` = k, input k and the output may be the same memory (each element is read before
-    it is written, at the same index), so neither is declared restrict.
+    it is written, at the same index). A full-size input k is then read through `out` itself, so every
+    pointer the loop touches stays restrict and the loop still vectorizes (two pointers that may
+    alias make the compiler keep it scalar and reload broadcast operands on every element); other
+    forms keep both pointers without restrict.
     """
     lang = C
     names: dict[int, str] = {}
     out_type = lang.type_name(group.root.out.dtype.name)
+    through_out = in_place is not None and forms[in_place] == "full"
     params = [f"{lang.index_type} outer", f"{lang.index_type} inner",
-              lang.pointer(out_type, "out", restrict=in_place is None)]
+              lang.pointer(out_type, "out", restrict=in_place is None or through_out)]
     loads = []
     for k, (v, form) in enumerate(zip(group.inputs, forms)):
         ctype = lang.type_name(v.dtype.name)
-        params.append(lang.pointer(ctype, f"in{k}", const=True, restrict=k != in_place))
+        params.append(lang.pointer(ctype, f"in{k}", const=True, restrict=k != in_place or through_out))
         names[v.id] = f"x{k}"
-        loads.append("            " + lang.local(ctype, f"x{k}", lang.read(f"in{k}", form)))
+        source = "out" if through_out and k == in_place else f"in{k}"
+        loads.append("            " + lang.local(ctype, f"x{k}", lang.read(source, form)))
     body = []
     for t, node in enumerate(group.nodes):
         ctype = lang.type_name(node.out.dtype.name)

@@ -36,6 +36,14 @@ PRELUDE = r"""#if defined(__clang__)
     }
 KILN_FLOOR_DIVIDE(double, )
 KILN_FLOOR_DIVIDE(float, f)
+
+/* A kernel's loops stay a function of their own: inlined into a plan's segment, its restrict
+   pointers would lose their meaning there and the loops would stay scalar. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_KERNEL_LOOPS static __attribute__((noinline))
+#else
+#define KILN_KERNEL_LOOPS static
+#endif
 """
 
 
@@ -68,7 +76,7 @@ class CLanguage(CStyleLanguage):
         """NAME_range (the loops over the bounds it is given) and NAME, which runs it serially or on
         an OpenMP team (see openmp.py)."""
         bounds = [f"{self.index_type} {b}" for b in BOUNDS]
-        ranged = [self.signature(f"{name}_range", ret, [*bounds, *params], "static", wide=wide), *body, "}", ""]
+        ranged = [self.signature(f"{name}_range", ret, [*bounds, *params], "KILN_KERNEL_LOOPS", wide=wide), *body, "}", ""]
         return ranged + team_wrapper(name, ret, params, split_inner, self.signature(name, ret, params, storage))
 
 
