@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
             for column in columns:
                 if column not in loops:
                     continue
-                timing = measure(loops[column][index], number=1, repeat=args.repeat, warmup=args.warmup)
+                timing = measure(loops[column][index], number=None, repeat=args.repeat, warmup=args.warmup)
                 medians[column] = timing.median * 1e3
             name = f"{spec.name} {case}"
             results[name] = medians

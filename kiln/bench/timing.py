@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -54,20 +55,47 @@ def repeat_calls(fn: Callable[[], object]) -> Loop:
     return loop
 
 
-def measure(loop: Loop, *, number: int = 1, repeat: int = 20, warmup: int = 3) -> Timing:
+MIN_SAMPLE_S = 0.01
+MAX_CALLS_PER_SAMPLE = 10_000
+
+
+def calls_per_sample(loop: Loop, min_sample_s: float = MIN_SAMPLE_S) -> int:
+    """How many calls of `loop` make a sample of at least `min_sample_s` (from one timed call,
+    then from the time of the calls so far while they are under a tenth of it)."""
+    calls, elapsed = 1, 0.0
+    while True:
+        start = time.perf_counter()
+        loop(calls)
+        elapsed = time.perf_counter() - start
+        if elapsed * 10 >= min_sample_s or calls >= MAX_CALLS_PER_SAMPLE:
+            break
+        calls *= 10
+    per_call = max(elapsed / calls, 1e-9)
+    return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(min_sample_s / per_call)))
+
+
+def measure(loop: Loop, *, number: int | None = 1, repeat: int = 20, warmup: int = 3,
+            min_sample_s: float = MIN_SAMPLE_S) -> Timing:
     """Time `loop(number)` `repeat` times after `warmup` untimed samples.
 
     The garbage collector is paused while a sample runs (as `timeit` does), so
     a collection triggered by one library's allocations is not billed to a sample.
 
+    `number=None` picks the calls per sample after the warmup so that a sample lasts at least
+    `min_sample_s` (as `timeit.autorange` does): one call of a millisecond timed alone, right after
+    the collection that starts each sample, measures cold caches and BLAS threads woken from sleep,
+    which a training loop calling its step back to back never sees.
+
     >>> t = measure(repeat_calls(lambda: x + y), number=1000, repeat=15)
     >>> t.median  # seconds per call
     """
-    if number < 1 or repeat < 1 or warmup < 0:
-        raise ValueError(f"measure: need number >= 1, repeat >= 1, warmup >= 0; got "
+    if (number is not None and number < 1) or repeat < 1 or warmup < 0:
+        raise ValueError(f"measure: need number >= 1 (or None), repeat >= 1, warmup >= 0; got "
                          f"number={number}, repeat={repeat}, warmup={warmup}")
     for _ in range(warmup):
-        loop(number)
+        loop(number or 1)
+    if number is None:
+        number = calls_per_sample(loop, min_sample_s)
     samples = []
     gc_was_enabled = gc.isenabled()
     try:

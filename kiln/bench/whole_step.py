@@ -171,8 +171,7 @@ def run(args: argparse.Namespace) -> int:
     noisy = False
     for name, unit, build in _cases(torch, jax):
         loops = build()
-        number = 20 if unit == "us" else 1
-        timings = {c: measure(loops[c], number=number, repeat=args.repeat, warmup=args.warmup)
+        timings = {c: measure(loops[c], number=None, repeat=args.repeat, warmup=args.warmup)
                    for c in COLUMNS if c in loops}
         noisy |= any(is_noisy(t) for t in timings.values())
         scale = 1e-6 if unit == "us" else 1e-3

@@ -85,6 +85,17 @@ def test_measure_returns_one_sample_per_repeat():
         measure(repeat_calls(lambda: None), repeat=0)
 
 
+def test_measure_picks_enough_calls_for_a_sample_of_the_minimum_length():
+    """number=None: a sample of a ~1 ms call lasts at least min_sample_s, not one call."""
+    import time
+
+    timing = measure(repeat_calls(lambda: time.sleep(0.001)), number=None, repeat=2, warmup=1, min_sample_s=0.02)
+    assert 10 <= timing.number <= 20
+    assert sum(timing.samples) / len(timing.samples) * timing.number >= 0.02 * 0.9
+    fast = measure(repeat_calls(lambda: None), number=None, repeat=1, warmup=0, min_sample_s=0.001)
+    assert fast.number > 100
+
+
 def test_table_and_number_formatting():
     table = Table(["case", "kiln", "ratio"])
     table.add_row(["add", fmt(3.14159), fmt_ratio(1.5)])
