@@ -139,7 +139,9 @@ class Max(Primitive):
             out = f.reshape(out, kept)
         mask = f.cast(f.eq(x, out), x.dtype)
         count = f.sum(mask, dim=axes, keepdim=True)
-        return (f.mul(f.div(mask, count), g),)
+        # each maximum's share, divided at the reduced shape: one full-size pass fewer than
+        # (mask / count) * g, and g / count rounds once where (1 / count) * g rounds twice
+        return (f.mul(mask, f.div(g, count)),)
 
 
 class Argmax(Primitive):
