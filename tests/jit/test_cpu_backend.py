@@ -70,10 +70,49 @@ def test_every_index_form(fuse_everything, shapes):
     np.testing.assert_allclose(got[0], fn(a, b).numpy(), rtol=1e-6)
 
 
-def test_unexpressible_broadcast_is_left_unfused(fuse_everything):
-    a, b = kiln.randn(4, 1, 5), kiln.randn(1, 3, 1)  # (4,3,5) from two partial broadcasts
-    graph, _ = _plans(lambda a, b: (a + b) * 2.0, a, b)
-    assert not any(n.prim.name.startswith("fused") for n in cpu.fuse(graph).nodes)
+@pytest.mark.parametrize("shapes", [((4, 1, 5), (1, 3, 1)),  # (4,3,5) from two partial broadcasts
+                                    ((3, 6, 7, 7), (1, 6, 1, 1)),  # a conv bias
+                                    ((2, 3, 4, 2, 4, 2), (2, 3, 4, 1, 4, 1)),  # a pooling window's maximum
+                                    ((5, 1, 3, 1), (1, 4, 1, 2)), ((3, 4, 1), (2, 1, 1, 5))])
+def test_partial_broadcasts_fuse_through_strided_forms(fuse_everything, shapes):
+    """Inputs broadcast along outer dims anywhere are read through an index computed per row."""
+    a, b = _special(shapes[0], "float32", 3), _special(shapes[1], "float32", 4)
+    fn = lambda a, b: ((a + b) * 2.0).relu() - b  # noqa: E731
+    graph, inputs = _plans(fn, a, b)
+    fused = cpu.fuse(graph)
+    assert [n.prim.name for n in fused.nodes] == ["fused[add -> mul -> relu -> sub]"]
+    assert any(f.startswith(fusion.STRIDED) for f in fused.nodes[0].prim.forms)
+    got, _ = cpu.lower(graph).run(inputs)
+    want, _ = interpret.Plan(graph).run(inputs)
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_plain_forms_are_preferred_to_strided_ones():
+    assert fusion.choose_split([(4, 3, 5), (5,)], (4, 3, 5), strided=True) == (2, ["full", "row"])
+    assert fusion.choose_split([(4, 3, 5), (4, 3, 1)], (4, 3, 5), strided=True) == (2, ["full", "col"])
+    assert fusion.choose_split([(4, 1, 5), (1, 3, 1)], (4, 3, 5)) is None  # (strided forms not asked for)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_strided_form_indexes_the_element_numpy_broadcasts(seed):
+    """The strided index expression, evaluated for every output element, picks the element that
+    NumPy's broadcasting puts there (random shapes up to 5-D with random broadcast dims)."""
+    rng = np.random.default_rng(seed)
+    out_shape = tuple(int(d) for d in rng.integers(1, 4, rng.integers(1, 6)))
+    shape = tuple(d if rng.random() < 0.5 else 1 for d in out_shape)[int(rng.integers(0, 2)):]
+    values = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    want = np.broadcast_to(values, out_shape).reshape(-1)
+    for split in range(len(out_shape) + 1):
+        form = fusion.strided_form(shape, out_shape, split)
+        if form is None:
+            continue
+        expression = form[len(fusion.STRIDED):]
+        inner = int(np.prod(out_shape[split:]))
+        outer = int(np.prod(out_shape[:split]))
+        got = [values.reshape(-1)[eval(expression.replace("/", "//"), {"o": o, "j": j, "inner": inner})]  # noqa: S307
+               for o in range(outer) for j in range(inner)]
+        np.testing.assert_array_equal(got, want, err_msg=f"{shape} over {out_shape} split {split}: {form}")
+    assert fusion.strided_form(shape, out_shape, len(out_shape)) is not None  # every broadcast fits some split
 
 
 def test_expand_is_read_through_its_input(fuse_everything):

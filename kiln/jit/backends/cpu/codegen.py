@@ -19,7 +19,7 @@ import numpy as np
 
 from ....ops.primitive import Primitive
 from ..render import C
-from .fusion import TRANSCENDENTAL, Group, choose_split, describe, index_form
+from .fusion import TRANSCENDENTAL, Group, choose_split, describe, index_form, strided_form
 from .layouts import c_ordered
 from .toolchain import build
 
@@ -98,7 +98,7 @@ class FusedElementwise(Primitive):
         self.name = "fused[" + describe(group) + "]"
         self.group = group
         out_shape = tuple(group.root.out.shape)
-        self.split, self.forms = choose_split([tuple(v.shape) for v in group.inputs], out_shape)
+        self.split, self.forms = choose_split([tuple(v.shape) for v in group.inputs], out_shape, strided=True)
         self.source = render(group, self.forms)
         self._fn = None
         self.out_dtype = group.root.out.dtype.np
@@ -117,7 +117,7 @@ class FusedElementwise(Primitive):
     def kernel(self, xp: Any, *arrays: Any) -> Any:
         shapes = [a.shape for a in arrays]
         out_shape = np.broadcast_shapes(*shapes) if shapes else ()
-        forms = [index_form(s, out_shape, self.split) for s in shapes]
+        forms = [index_form(s, out_shape, self.split) or strided_form(s, out_shape, self.split) for s in shapes]
         if forms != self.forms:  # this call's shapes broadcast differently (dynamic dims)
             return self.evaluate(xp, arrays)
         if any(f == "full" and k not in self.group.broadcast_inputs and not c_ordered(a)

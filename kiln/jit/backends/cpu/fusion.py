@@ -4,7 +4,11 @@ A group has one root (its output) and absorbs producers whose every use is insid
 group and whose output has the root's shape. Its external inputs must each be either
 the full output shape, or broadcast along a leading block and/or a trailing block of
 dims (bias rows, per-row statistics, scalars): then one [outer, inner] loop with
-compile-time index forms covers them all, and GCC vectorizes the inner loop. The kernel
+compile-time index forms covers them all, and GCC vectorizes the inner loop. Where no
+split fits that way (a conv bias (1, C, 1, 1) over (N, C, H, W); a pooling window's
+maximum (N, C, H/2, 1, W/2, 1) over (N, C, H/2, 2, W/2, 2)), a *strided* form reads an
+input broadcast along outer dims anywhere through an index computed once per row from
+`o` (`strided_form`), as long as its inner block is full or all ones. The kernel
 writes a C-ordered result, so a group stands in only for values eager NumPy also lays
 out in C order (layouts.py): a later NumPy sum adds another layout in another order.
 
@@ -64,12 +68,62 @@ def index_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
     return None
 
 
-def choose_split(input_shapes: list[tuple], out_shape: tuple) -> tuple[int, list[str]] | None:
-    """The split (largest inner block first) under which every input has an index form."""
+STRIDED = "at:"  # a strided form: this prefix, then the C index expression in o, j and inner
+
+
+def strided_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
+    """A strided index form for an input of `shape` broadcast along any outer dims (or None).
+
+    The input's inner block (dims from `split`) must equal the output's or be all ones; its outer
+    dims each match the output's or are 1 (broadcast). The index is the input's C-ordered offset of
+    the output's outer coordinates, dims of size 1 contributing nothing, adjacent dims merged where
+    they are laid out as one: for (1, 6, 1, 1) over (64, 6, 28, 28) split at 2, "o % 6".
+    """
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    if any(d not in (1, e) for d, e in zip(shape, out_shape)):
+        return None
+    inner_full = shape[split:] == out_shape[split:]
+    if not inner_full and any(d != 1 for d in shape[split:]):
+        return None
+    # (size of the output dim, stride of the input along it) for the outer dims, merged
+    dims: list[list[int]] = []
+    stride = 1
+    for d in reversed(range(split)):
+        size, step = out_shape[d], (stride if shape[d] == out_shape[d] and out_shape[d] > 1 else 0)
+        stride *= shape[d]
+        if size == 1:
+            continue
+        if dims and (dims[-1][1] == step == 0 or (step and dims[-1][1] * dims[-1][0] == step)):
+            dims[-1] = [dims[-1][0] * size, dims[-1][1]]  # merge into the faster dim
+        else:
+            dims.append([size, step])
+    terms, below = [], 1
+    for k, (size, step) in enumerate(dims):  # fastest first
+        if step:
+            term = "o" if below == 1 else f"(o / {below})"
+            if k < len(dims) - 1:
+                term = f"({term} % {size})"
+            terms.append(term if step == 1 else f"{term} * {step}")
+        below *= size
+    offset = " + ".join(reversed(terms)) or "0"
+    return STRIDED + (f"({offset}) * inner + j" if inner_full else f"({offset})")
+
+
+def choose_split(input_shapes: list[tuple], out_shape: tuple,
+                 strided: bool = False) -> tuple[int, list[str]] | None:
+    """The split (largest inner block first) under which every input has an index form.
+
+    With `strided`, when no split gives every input a plain form, the largest inner block under
+    which the others take strided forms (`strided_form`)."""
     for split in range(0, len(out_shape) + 1):
         forms = [index_form(s, out_shape, split) for s in input_shapes]
         if all(f is not None for f in forms):
             return split, forms  # type: ignore[return-value]
+    if strided:
+        for split in range(0, len(out_shape) + 1):
+            forms = [index_form(s, out_shape, split) or strided_form(s, out_shape, split) for s in input_shapes]
+            if all(f is not None for f in forms):
+                return split, forms  # type: ignore[return-value]
     return None
 
 
@@ -132,7 +186,7 @@ def find_groups(graph: Graph, min_elements: int | None = None, min_nodes: int | 
             continue
         nodes = [n for n in graph.nodes if id(n) in members]
         group = Group(nodes)
-        if choose_split([tuple(v.shape) for v in group.inputs], tuple(root.out.shape)) is None:
+        if choose_split([tuple(v.shape) for v in group.inputs], tuple(root.out.shape), strided=True) is None:
             continue
         if layouts is None:
             layouts = eager_layouts(graph)

@@ -225,7 +225,7 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
         shapes = [_effective_shape(a.layout[v.id]) for v in node.inputs]
         if any(s is None for s in shapes):
             return "an input is neither contiguous nor a broadcast of a contiguous array"
-        chosen = fusion.choose_split([tuple(s) for s in shapes], tuple(node.out.shape))
+        chosen = fusion.choose_split([tuple(s) for s in shapes], tuple(node.out.shape), strided=True)
         if chosen is None:
             return "no index form fits the inputs"
         a.forms[id(node)] = chosen

@@ -27,7 +27,7 @@ from ..cpu.fusion import Group, describe
 from ..cpu.rowcode import _Renderer
 from ..cpu.rows import RowGroup
 from ..cpu.rows import describe as describe_rows
-from ..render.cstyle import INDEX
+from ..render.cstyle import index_expr
 from .language import CUDA, CUDALanguage
 
 BLOCK = 256  # threads per block of every kernel (a multiple of 32, for the block reduction)
@@ -53,7 +53,7 @@ def render_elementwise(group: Group, forms: list[str], name: str, lang: CUDALang
         params.append(lang.pointer(lang.storage_type(v.dtype.name, _size(v)), f"in{k}", const=True))
         names[v.id] = f"x{k}"
         loads.append(lang.local(lang.compute_type(v.dtype.name), f"x{k}",
-                                lang.load_value(f"in{k}", INDEX[form], v.dtype.name, _size(v))))
+                                lang.load_value(f"in{k}", index_expr(form), v.dtype.name, _size(v))))
     body = []
     for t, node in enumerate(group.nodes):
         ctype = lang.compute_type(node.out.dtype.name)
@@ -91,7 +91,7 @@ class _RowKernel(_Renderer):
             v = self.group.inputs[k]
             form = self.space.form(tuple(v.shape))
             lines.append(f"{indent}    " + lang.local(lang.compute_type(v.dtype.name), f"x{k}",
-                                                        lang.load_value(f"in{k}", INDEX[form], v.dtype.name,
+                                                        lang.load_value(f"in{k}", index_expr(form), v.dtype.name,
                                                                         _size(v))))
         lines += [f"{indent}    {self._statement(n, 'full')}" for n in nodes]
         lines += [f"{indent}    {s}" for s in tail]

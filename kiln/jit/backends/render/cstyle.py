@@ -61,6 +61,12 @@ OPS: dict[str, str] = {
 
 # how a kernel input is indexed inside the [outer, inner] loops, per index form (cpu/fusion.py)
 INDEX = {"full": "o * inner + j", "row": "j", "col": "o", "scalar": "0"}
+STRIDED = "at:"  # a strided form (cpu/fusion.py strided_form) carries its index expression after this
+
+
+def index_expr(form: str) -> str:
+    """The C index of a kernel input read by index form `form` inside the [outer, inner] loops."""
+    return form[len(STRIDED):] if form.startswith(STRIDED) else INDEX[form]
 
 
 class CStyleLanguage:
@@ -158,4 +164,4 @@ class CStyleLanguage:
 
     def read(self, pointer: str, form: str) -> str:
         """The load of a kernel input read by index form `form` (full / row / col / scalar)."""
-        return self.load(pointer, INDEX[form])
+        return self.load(pointer, index_expr(form))
