@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
-from . import first_call, target_cases
+from . import first_call, isolate, target_cases
 from .peers import import_torch
 from .report import NOISY_NOTE, Table, fmt, fmt_timing, is_noisy, write_json
 from .target_cases import Peers
 from .threads import numpy_blas_threads
-from .timing import Loop, measure
+from .timing import Loop, Timing, measure
 
 NAME = "targets"
 DESCRIPTION = "kiln.compile against its speed targets, beside torch eager, torch.compile and jax.jit"
 COLUMNS = ["kiln eager", "kiln.compile", "torch eager", "torch.compile", "jax.jit", "memcpy"]
+KILN_COLUMNS = ("kiln eager", "kiln.compile", "memcpy")  # timed in a process without torch or jax (isolate.py)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-process", action="store_true",
                         help="skip the first-call and peak-memory measurements (fresh processes)")
     parser.add_argument("--json", metavar="PATH", help="write the numbers as JSON")
+    isolate.add_side_argument(parser)
+    isolate.add_timings_json_argument(parser)
 
 
 def _verdict(ratio: float | None, limit: float) -> str:
@@ -92,28 +95,42 @@ def _verdict(ratio: float | None, limit: float) -> str:
     return "met" if ratio <= limit else "MISSED"
 
 
+def _time(case: Case, peers: Peers, columns: Sequence[str], args: argparse.Namespace) -> dict[str, Timing]:
+    """The case's `columns` that its builder gives for `peers`, timed."""
+    loops = case.build(peers)
+    timings = {}
+    for column in columns:
+        if column in loops:
+            try:
+                timings[column] = measure(loops[column], number=case.number, repeat=args.repeat,
+                                          warmup=args.warmup)
+            except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
+                print(f"{case.name}: {column} failed: {type(exc).__name__}: {exc}")
+    return timings
+
+
 def run(args: argparse.Namespace) -> int:
     from . import machine  # noqa: PLC0415
 
     threads = numpy_blas_threads()
+    wanted = [c for c in CASES if not args.cases or any(s.strip() and s.strip() in c.name
+                                                            for s in args.cases.split(","))]
+    if args.side == "kiln":  # the child of an `all` run: kiln's columns only, no torch or jax imported
+        kiln_only = Peers(torch=None, jax=None, torch_compile=False)
+        isolate.write_kiln_side(args.timings_json, {c.name: _time(c, kiln_only, KILN_COLUMNS, args) for c in wanted})
+        return 0
+    separate = args.side == "all" and not args.same_process
+    kiln_timings = isolate.kiln_side(NAME, ["--repeat", str(args.repeat), "--warmup", str(args.warmup),
+                                            "--cases", args.cases]) if separate else {}
     torch = import_torch(num_threads=threads)
     jax = _import_jax()
     peers = Peers(torch=torch, jax=jax, torch_compile=torch is not None and not args.no_torch_compile)
-    wanted = [c for c in CASES if not args.cases or any(s.strip() and s.strip() in c.name
-                                                            for s in args.cases.split(","))]
+    here = [c for c in COLUMNS if c not in KILN_COLUMNS] if args.side == "peers" or separate else COLUMNS
     table = Table(["case", "unit", *COLUMNS, "target", "ratio", "verdict"])
     results: dict[str, dict] = {}
     noisy = False
     for case in wanted:
-        loops = case.build(peers)
-        timings = {}
-        for column in COLUMNS:
-            if column in loops:
-                try:
-                    timings[column] = measure(loops[column], number=case.number, repeat=args.repeat,
-                                              warmup=args.warmup)
-                except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
-                    print(f"{case.name}: {column} failed: {type(exc).__name__}: {exc}")
+        timings = {**kiln_timings.get(case.name, {}), **_time(case, peers, here, args)}
         noisy |= any(is_noisy(t) for t in timings.values())
         scale = _SCALE[case.unit]
         results[case.name] = {c: t.as_dict(scale) for c, t in timings.items()}
@@ -143,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"targets: median of {args.repeat} samples after {args.warmup} warmup samples; ratio = kiln.compile / "
           "the target's column (lower is better)")
+    if separate:
+        print("kiln's columns (and memcpy) timed in a separate process without torch or jax, as a kiln user's "
+              "process runs (see kiln/bench/isolate.py); --same-process times them here")
     print(table.render())
     if noisy:
         print(NOISY_NOTE)

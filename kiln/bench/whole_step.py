@@ -17,19 +17,21 @@ from __future__ import annotations
 
 import argparse
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import isolate
 from .compiled import LR, MOMENTUM, SPECS, _torch_twin
 from .peers import import_torch
 from .report import NOISY_NOTE, Table, fmt_timing, is_noisy, write_json
 from .threads import numpy_blas_threads
-from .timing import Loop, measure
+from .timing import Loop, Timing, measure
 
 NAME = "whole-step"
 DESCRIPTION = "a whole training step compiled as one plan (MLP SGD B=1/16/128, GPT AdamW) vs eager, torch, jax"
 COLUMNS = ["kiln eager", "compiled module", "whole step", "torch eager", "jax.jit"]
+KILN_COLUMNS = ("kiln eager", "compiled module", "whole step")  # timed without torch or jax (isolate.py)
 BATCHES = (1, 16, 128)
 # (case, column compared, peer column, limit): the column's median <= limit x the peer's
 TARGETS = [("MLP SGD B=1", "whole step", "jax.jit", 0.5), ("MLP SGD B=16", "whole step", "kiln eager", 0.2),
@@ -159,20 +161,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=15, help="timed samples per case (default 15)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed warmup samples (default 3)")
     parser.add_argument("--json", metavar="PATH", help="write the numbers as JSON")
+    isolate.add_side_argument(parser)
+    isolate.add_timings_json_argument(parser)
+
+
+def _time(cases: list, columns: Sequence[str], args: argparse.Namespace) -> dict[str, dict[str, Timing]]:
+    """{case: {column: Timing}} for the `columns` each case's builder gives."""
+    timings: dict[str, dict[str, Timing]] = {}
+    for name, _unit, build in cases:
+        loops = build()
+        timings[name] = {c: measure(loops[c], number=None, repeat=args.repeat, warmup=args.warmup)
+                         for c in columns if c in loops}
+    return timings
 
 
 def run(args: argparse.Namespace) -> int:
     from . import machine  # noqa: PLC0415
 
     threads = numpy_blas_threads()
+    if args.side == "kiln":  # the child of an `all` run: kiln's columns only, no torch or jax imported
+        isolate.write_kiln_side(args.timings_json, _time(_cases(None, None), KILN_COLUMNS, args))
+        return 0
+    separate = args.side == "all" and not args.same_process
+    kiln_timings = isolate.kiln_side(NAME, ["--repeat", str(args.repeat), "--warmup", str(args.warmup)]) \
+        if separate else {}
     torch, jax = import_torch(num_threads=threads), _import_jax()
+    here = [c for c in COLUMNS if c not in KILN_COLUMNS] if args.side == "peers" or separate else COLUMNS
+    peer_timings = _time(_cases(torch, jax), here, args)
     table = Table(["case", "unit", *COLUMNS])
     medians: dict[str, dict[str, float]] = {}
     noisy = False
-    for name, unit, build in _cases(torch, jax):
-        loops = build()
-        timings = {c: measure(loops[c], number=None, repeat=args.repeat, warmup=args.warmup)
-                   for c in COLUMNS if c in loops}
+    for name, unit, _build in _cases(torch, jax):
+        timings = {**kiln_timings.get(name, {}), **peer_timings.get(name, {})}
         noisy |= any(is_noisy(t) for t in timings.values())
         scale = 1e-6 if unit == "us" else 1e-3
         medians[name] = {c: t.median for c, t in timings.items()}
@@ -188,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
     for line in machine.describe(threads, torch, jax):
         print(line)
     print(f"whole-step: median of {args.repeat} samples after {args.warmup} warmup samples")
+    if separate:
+        print("kiln's columns timed in a separate process without torch or jax, as a kiln user's process runs "
+              "(see kiln/bench/isolate.py); --same-process times them here")
     print(table.render())
     print(targets.render())
     if noisy:

@@ -31,3 +31,39 @@ def test_verdicts():
     assert targets._verdict(0.5, 1.0) == "met"
     assert targets._verdict(1.5, 1.0) == "MISSED"
     assert targets._verdict(None, 1.0) == "-"
+
+
+def test_the_kiln_side_times_kiln_columns_in_a_process_without_torch_or_jax(tmp_path):
+    """`--side kiln` (the child an ordinary run starts) imports neither peer and writes only kiln's columns."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "kiln.json"
+    code = ("import sys; from kiln.bench.__main__ import main; "
+            f"rc = main(['targets', *{TINY!r}, '--cases', 'MLP inference', '--side', 'kiln', "
+            f"'--timings-json', {str(path)!r}]); "
+            "print('peers loaded:', sorted(m for m in ('torch', 'jax') if m in sys.modules)); sys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "peers loaded: []" in result.stdout
+    data = json.loads(path.read_text())
+    assert set(data) == {"MLP inference B=1"} and set(data["MLP inference B=1"]) == {"kiln eager", "kiln.compile"}
+    assert all(t["samples"] and t["number"] >= 1 for t in data["MLP inference B=1"].values())
+
+
+def test_a_failing_kiln_side_is_reported_with_its_output():
+    import pytest
+
+    from kiln.bench import isolate
+
+    with pytest.raises(RuntimeError, match="the kiln side of `targets` failed"):
+        isolate.kiln_side("targets", ["--repeat", "not-a-number"])
+
+
+def test_timings_survive_the_json_between_the_processes():
+    from kiln.bench import isolate
+    from kiln.bench.timing import Timing
+
+    timings = {"case": {"kiln.compile": Timing((1e-3, 2e-3, 1.5e-3), 7)}}
+    back = isolate.timings_from_json(json.loads(json.dumps(isolate.timings_to_json(timings))))
+    assert back == timings and back["case"]["kiln.compile"].median == 1.5e-3
