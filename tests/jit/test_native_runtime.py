@@ -642,3 +642,23 @@ def test_a_compiler_that_breaks_later_costs_one_warning_and_no_error(monkeypatch
             warnings.simplefilter("error")
             assert_bitwise(compiled(x, w.T).numpy(), f(x, w.T).numpy(), "again, quietly")
             assert_bitwise(compiled(x, w.T.contiguous()).numpy(), f(x, w.T).numpy(), "the old layout")
+
+
+def test_strided_groups_are_not_run_block_by_block():
+    """A flat group reading an input through a strided form (here (1024,1,5) + (1,3,1), whose only long
+    inner loop is the whole output) indexes from its loop's own start: it must not join a block-by-block
+    run, which moves pointers to each block's start instead (wrong elements from the second block on)."""
+    def fn(a, b, c):
+        y = a + b
+        return y, (y * c).relu()
+
+    rng = np.random.default_rng(0)
+    a, b, c = (kiln.tensor(rng.standard_normal(s).astype(np.float32)) for s in ((1024, 1, 5), (1, 3, 1), (1024, 3, 5)))
+    compiled = kiln.compile(fn, backend="cpu")
+    for _ in range(3):
+        got = compiled(a, b, c)
+    for g, w in zip(got, fn(a, b, c)):
+        assert_bitwise(g.numpy(), w.numpy())
+    (entry,) = compiled.cache_entries
+    plan = _plans(entry)[0]
+    assert plan.fallback_calls == 0 and "(unsigned)j" in plan.source

@@ -69,61 +69,92 @@ def index_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
 
 
 STRIDED = "at:"  # a strided form: this prefix, then the C index expression in o, j and inner
+NARROW = 2**31  # inner blocks below this index with 32-bit unsigned math, which GCC vectorizes
+SHORT_INNER = 16  # a strided group's inner loop shorter than this costs more per row than it saves
 
 
-def strided_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
-    """A strided index form for an input of `shape` broadcast along any outer dims (or None).
-
-    The input's inner block (dims from `split`) must equal the output's or be all ones; its outer
-    dims each match the output's or are 1 (broadcast). The index is the input's C-ordered offset of
-    the output's outer coordinates, dims of size 1 contributing nothing, adjacent dims merged where
-    they are laid out as one: for (1, 6, 1, 1) over (64, 6, 28, 28) split at 2, "o % 6".
-    """
-    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
-    if any(d not in (1, e) for d, e in zip(shape, out_shape)):
-        return None
-    inner_full = shape[split:] == out_shape[split:]
-    if not inner_full and any(d != 1 for d in shape[split:]):
-        return None
-    # (size of the output dim, stride of the input along it) for the outer dims, merged
-    dims: list[list[int]] = []
+def _offset(var: str, out_dims: tuple, in_dims: tuple, narrow: bool) -> tuple[str, int]:
+    """The C-ordered offset, in an input block of dims `in_dims`, of flat index `var` over `out_dims`
+    (each input dim equal to the output's or 1, a broadcast), and how many divisions it takes.
+    Adjacent dims laid out as one are merged; broadcast dims contribute nothing."""
+    dims: list[list[int]] = []  # [output size, input stride], fastest first
     stride = 1
-    for d in reversed(range(split)):
-        size, step = out_shape[d], (stride if shape[d] == out_shape[d] and out_shape[d] > 1 else 0)
-        stride *= shape[d]
+    for size, d in zip(reversed(out_dims), reversed(in_dims)):
+        step = stride if d == size and size > 1 else 0
+        stride *= d
         if size == 1:
             continue
         if dims and (dims[-1][1] == step == 0 or (step and dims[-1][1] * dims[-1][0] == step)):
-            dims[-1] = [dims[-1][0] * size, dims[-1][1]]  # merge into the faster dim
+            dims[-1] = [dims[-1][0] * size, dims[-1][1]]
         else:
             dims.append([size, step])
-    terms, below = [], 1
-    for k, (size, step) in enumerate(dims):  # fastest first
-        if step:
-            term = "o" if below == 1 else f"(o / {below})"
-            if k < len(dims) - 1:
-                term = f"({term} % {size})"
-            terms.append(term if step == 1 else f"{term} * {step}")
+    x, u = (f"(unsigned){var}", "u") if narrow else (var, "")
+    terms, below, divisions = [], 1, 0
+    for k, (size, step) in enumerate(dims):
+        if not step:
+            below *= size
+            continue
+        term = x if below == 1 else f"({x} / {below}{u})"
+        if k < len(dims) - 1:
+            term = f"({term} % {size}{u})"
+        divisions += (below != 1) + (k < len(dims) - 1)
+        terms.append(term if step == 1 else f"{term} * {step}{u}")
         below *= size
-    offset = " + ".join(reversed(terms)) or "0"
-    return STRIDED + (f"({offset}) * inner + j" if inner_full else f"({offset})")
+    if not terms:
+        return "0", 0
+    offset = " + ".join(reversed(terms))
+    return (f"(long long)({offset})" if narrow else f"({offset})"), divisions
+
+
+def _strided(shape: tuple, out_shape: tuple, split: int) -> tuple[str, int] | None:
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    if any(d not in (1, e) for d, e in zip(shape, out_shape)):
+        return None
+    inner_size = math.prod(shape[split:])
+    row, _ = _offset("o", out_shape[:split], shape[:split], narrow=False)
+    col, divisions = _offset("j", out_shape[split:], shape[split:], narrow=math.prod(out_shape[split:]) < NARROW)
+    if shape[split:] == out_shape[split:]:
+        col = "j"  # the whole inner block, read as it is
+    index = row if inner_size == 1 else (col if row == "0" else f"{row} * {inner_size} + {col}")
+    return STRIDED + index, divisions
+
+
+def strided_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
+    """A strided index form for an input of `shape` broadcast along any dims (or None).
+
+    Each input dim matches the output's or is 1 (broadcast). The index is the input's C-ordered
+    offset of the output element's coordinates: per row from `o` over the outer dims, and from `j`
+    over the inner block (32-bit unsigned arithmetic there, which vectorizes), dims of size 1
+    contributing nothing and adjacent dims merged where laid out as one: for (1, 6, 1, 1) over
+    (64, 6, 28, 28) split at 2, "(o % 6)".
+    """
+    found = _strided(shape, out_shape, split)
+    return None if found is None else found[0]
 
 
 def choose_split(input_shapes: list[tuple], out_shape: tuple,
                  strided: bool = False) -> tuple[int, list[str]] | None:
     """The split (largest inner block first) under which every input has an index form.
 
-    With `strided`, when no split gives every input a plain form, the largest inner block under
-    which the others take strided forms (`strided_form`)."""
+    With `strided`, when no split gives every input a plain form, the split under which the others
+    take strided forms (`strided_form`): an inner block of at least SHORT_INNER elements where there
+    is one, then the fewest divisions per element inside the inner loop, then the largest block."""
     for split in range(0, len(out_shape) + 1):
         forms = [index_form(s, out_shape, split) for s in input_shapes]
         if all(f is not None for f in forms):
             return split, forms  # type: ignore[return-value]
-    if strided:
+    if strided:  # inner loops long enough to vectorize, then the fewest divisions, then the longest
+        best = None
         for split in range(0, len(out_shape) + 1):
-            forms = [index_form(s, out_shape, split) or strided_form(s, out_shape, split) for s in input_shapes]
-            if all(f is not None for f in forms):
-                return split, forms  # type: ignore[return-value]
+            found = [(f, 0) if (f := index_form(s, out_shape, split)) else _strided(s, out_shape, split)
+                     for s in input_shapes]
+            if all(f is not None for f in found):
+                inner = math.prod(out_shape[split:])
+                cost = (inner < SHORT_INNER, sum(c for _, c in found), -inner)  # type: ignore[misc]
+                if best is None or cost < best[0]:
+                    best = (cost, split, [f for f, _ in found])  # type: ignore[misc]
+        if best is not None:
+            return best[1], best[2]
     return None
 
 

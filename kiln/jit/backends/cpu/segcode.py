@@ -30,6 +30,7 @@ from ...ir import Node, Value
 from .codegen import C_TYPES, PRELUDE, render_function
 from .gemm import blas_prelude, render_matmul
 from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
+from .fusion import STRIDED
 from .rowcode import ROW_PRELUDE, RowKernel, render_rows_function
 from .segment import INDEXED, Analysis, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
@@ -250,11 +251,13 @@ BLOCK = 4096  # elements per block when elementwise groups run block by block (1
 
 
 def _flat(a: Analysis, node: Node) -> bool:
-    """An elementwise group whose loop has no outer dims (one run over all its elements)."""
+    """An elementwise group whose loop has no outer dims (one run over all its elements) and whose
+    inputs are each read at the element's own index or a constant one, so that a block of it can run
+    from pointers moved to the block's start (a strided form indexes from the loop's own start)."""
     if id(node) not in a.forms or isinstance(node.prim, RowKernel):
         return False
-    split, _forms = a.forms[id(node)]
-    return math.prod(tuple(node.out.shape)[:split]) == 1
+    split, forms = a.forms[id(node)]
+    return math.prod(tuple(node.out.shape)[:split]) == 1 and not any(f.startswith(STRIDED) for f in forms)
 
 
 def _flat_size(node: Node) -> int:
