@@ -30,6 +30,15 @@ def _check_axes(op: str, shape: tuple, axes: tuple) -> None:
 _WINDOW_LIMIT = 16  # reduce at most this many elements per output by elementwise chaining
 
 
+def windowed(shape: tuple, axes: tuple) -> bool:
+    """Whether `window_reduce` reduces an array of `shape` over `axes` (generated code that must equal
+    it asks the same question: kiln/jit/backends/cpu/windows.py)."""
+    if not shape:
+        return False
+    count = math.prod(shape[a] for a in axes)
+    return 2 <= count <= _WINDOW_LIMIT and len(axes) != len(shape) and math.prod(shape) >= 4096 * count
+
+
 def window_reduce(xp: Any, ufunc: Any, x: Any, axes: tuple, keepdims: bool) -> Any:
     """Reduce a few small axes of a large (often strided) array by chaining `ufunc` over slices.
 
@@ -37,12 +46,9 @@ def window_reduce(xp: Any, ufunc: Any, x: Any, axes: tuple, keepdims: bool) -> A
     an unfold2d view: ~30x slower); combining the k*k window slices elementwise is fast.
     Returns None when the generic reduction is the better choice.
     """
-    if x.ndim == 0:
+    if not windowed(tuple(x.shape), tuple(axes)):
         return None
     sizes = [x.shape[a] for a in axes]
-    count = math.prod(sizes)
-    if not 2 <= count <= _WINDOW_LIMIT or len(axes) == x.ndim or x.size < 4096 * count:
-        return None
     out = None
     for combo in itertools.product(*[range(n) for n in sizes]):
         index = [slice(None)] * x.ndim

@@ -1,0 +1,79 @@
+"""Window reductions in generated C: a sum or max over a few small axes of a large array.
+
+Pooling reduces tiling windows: LeNet's max_pool2d is a max over axes (3, 5) of the
+activation viewed as (N, C, H/2, 2, W/2, 2), and its backward counts the maxima of each
+window with a sum over the same axes. The eager kernel (kiln/ops/reduce.py,
+`window_reduce`) chains the ufunc over the window's slices in row-major order of the
+reduced axes, ``((x0 + x1) + x2) + x3``; the loop here makes the same operations in the
+same order for each output element, so its result equals eager's bit for bit. It runs
+exactly where the eager kernel takes that path (`is_window`), on a compact input.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ...ir import Node
+from ....ops.reduce import windowed
+from .codegen import node_expr
+from .views import c_strides
+
+WINDOW_OPS = {"sum": "add", "max": "maximum"}  # the primitive and the elementwise op it chains
+
+
+def is_window(node: Node) -> bool:
+    """Whether the eager kernel of this float sum / max reduces by chaining over window slices."""
+    if node.prim.name not in WINDOW_OPS or len(node.inputs) != 1:
+        return False
+    x = node.inputs[0]
+    if x.dtype.name not in ("float32", "float64") or node.out.dtype.name != x.dtype.name:
+        return False
+    return windowed(tuple(x.shape), tuple(node.params.get("axes", ())))
+
+
+def _kept(shape: tuple, strides: tuple, axes: tuple) -> list[tuple[int, int]]:
+    """(size, element stride) of the kept dims, slowest first, adjacent dims laid out as one merged."""
+    dims: list[list[int]] = []
+    for d, (size, stride) in enumerate(zip(shape, strides)):
+        if d in axes or size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = [dims[-1][0] * size, stride]
+        else:
+            dims.append([size, stride])
+    return [(size, stride) for size, stride in dims] or [(1, 0)]
+
+
+def render_window(node: Node, ctype: str, x: str, out: str) -> list[str]:
+    """C statements reducing compact `x` into `out` (C-ordered, the reduced shape) as the eager kernel does."""
+    shape = tuple(node.inputs[0].shape)
+    axes = tuple(node.params["axes"])
+    strides = c_strides(shape)
+    offsets = [sum(i * strides[a] for a, i in zip(axes, combo))
+               for combo in itertools.product(*[range(shape[a]) for a in axes])]
+    dims = _kept(shape, strides, axes)
+    (inner, step), outer_dims = dims[-1], dims[:-1]
+    terms, below = [], 1
+    for k, (size, stride) in enumerate(reversed(outer_dims)):  # fastest first
+        term = "o" if below == 1 else f"(o / {below})"
+        if k < len(outer_dims) - 1:
+            term = f"({term} % {size})"
+        terms.append(f"{term} * {stride}")
+        below *= size
+    base = " + ".join(reversed(terms)) or "0"
+    outer = math.prod(size for size, _ in outer_dims)
+    op = WINDOW_OPS[node.prim.name]
+    lines = ["    {",
+             f"        const {ctype} *restrict x = {x};",
+             f"        {ctype} *restrict out = {out};",
+             f"        for (long long o = 0; o < {outer}; o++) {{",
+             f"            const {ctype} *restrict row = x + {base};",
+             f"            for (long long j = 0; j < {inner}; j++) {{",
+             f"                {ctype} acc = row[j * {step} + {offsets[0]}];"]
+    for off in offsets[1:]:
+        lines.append(f"                acc = {node_expr(op, None, ctype, ['acc', f'row[j * {step} + {off}]'])};")
+    lines += [f"                out[o * {inner} + j] = acc;",
+              "            }",
+              "        }",
+              "    }"]
+    return lines
