@@ -31,6 +31,7 @@ from .codegen import C_TYPES, PRELUDE, render_function
 from .gemm import blas_prelude, render_matmul
 from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
 from .fusion import STRIDED
+from .im2col import render_unfold
 from .windows import is_window, render_window
 from .rowcode import ROW_PRELUDE, RowKernel, render_rows_function
 from .segment import INDEXED, Analysis, colsum_rows, indexed_sizes, literal_array, needs_sequential
@@ -192,6 +193,10 @@ class _Segment:
             lx, ly = a.layout[x.id], a.layout[y.id]
             return render_matmul(C_TYPES[x.dtype.name], self.pointer(node.out), self.pointer(x), self.pointer(y),
                                  tuple(node.out.shape), lx.shape, lx.strides, ly.shape, ly.strides)
+        if name == "unfold2d":
+            x = node.inputs[0]
+            return render_unfold(node, C_TYPES[node.out.dtype.name], self.pointer(x), a.layout[x.id].strides,
+                                 self.pointer(node.out))
         if is_window(node):
             return render_window(node, C_TYPES[node.out.dtype.name], self.pointer(node.inputs[0]),
                                  self.pointer(node.out))

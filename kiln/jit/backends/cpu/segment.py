@@ -5,7 +5,7 @@ formed, see runtime.py) and decides per node:
 
 * ``native``: a compute node generated C runs: an elementwise group, a row kernel, a
   matmul (gemm.py: NumPy's own BLAS call), a sum over leading axes, a sum or max over a
-  small window of axes (windows.py: pooling), or ``full``;
+  small window of axes (windows.py: pooling), a convolution's unfold2d (im2col.py), or ``full``;
 * ``view``: a reshape, permute, expand, slice or detach whose result is its input's
   memory read with static strides (views.py), and ``unpack``: one output of a native row
   kernel. These cost nothing and do not end a segment;
@@ -50,6 +50,7 @@ from .arena import Interval, assign_offsets
 from .codegen import FusedElementwise
 from .rowcode import RowKernel, Unpack
 from .views import VIEW_PRIMS, Layout, view_layout
+from .im2col import unfold_problem
 from .windows import is_window
 
 NATIVE_DTYPES = {"float32", "float64", "bool"}
@@ -241,6 +242,8 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
     name = node.prim.name
     if name == "matmul":
         return _matmul_problem(a, node)
+    if name == "unfold2d":
+        return unfold_problem(node)
     if is_window(node):
         return None if a.layout[node.inputs[0].id].compact() else "window reduction of a non-contiguous array"
     if name == "sum":

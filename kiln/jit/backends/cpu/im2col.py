@@ -1,0 +1,63 @@
+"""unfold2d (im2col) in generated C: a convolution's window columns written out contiguously.
+
+Eager unfold2d returns a strided view of the (padded) image, and the convolution's reshape
+to (N, C*KH*KW, OH*OW) then copies it through NumPy's generic strided copy, whose rows are
+only OW elements long. In a native plan the node writes the columns straight into its own
+C-ordered (N, C, KH, KW, OH, OW) buffer instead, and the reshape becomes a view of it. The
+values are copies of input elements (read with the input's own strides, any static layout) (or the padding value), so the result equals eager's
+exactly.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir import Node
+
+
+def unfold_problem(node: Node) -> str | None:
+    """Why generated code cannot run this unfold2d node, or None (any static input layout will do)."""
+    x = node.inputs[0]
+    if x.dtype.name not in ("float32", "float64") or node.out.dtype.name != x.dtype.name or len(x.shape) != 4:
+        return "unfold2d dtype or rank"
+    return None
+
+
+def _literal(value: float, ctype: str) -> str:
+    if math.isnan(value):
+        return f"({ctype})NAN"
+    if math.isinf(value):
+        return f"({ctype})({'-' if value < 0 else ''}INFINITY)"
+    return f"({ctype}){float(value)!r}"
+
+
+def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> list[str]:
+    """C statements writing the window columns of `x` (read with element `strides`) into C-ordered `out`."""
+    n, c, h, w = (int(d) for d in node.inputs[0].shape)
+    _, _, kh, kw, oh, ow = (int(d) for d in node.out.shape)
+    sn, sc, srow, scol = (int(s) for s in strides)
+    p = node.params
+    (sh, sw), (ph, pw), (dh, dw) = p["stride"], p["padding"], p["dilation"]
+    pad = _literal(float(p["pad_value"]), ctype)
+    if ph == 0 and pw == 0:
+        column = f"row[k] = img[iy * {srow} + (k * {sw} + kj * {dw}) * {scol}];"
+        guard: list[str] = []
+    else:
+        column = (f"{{ const long long ix = k * {sw} + kj * {dw} - {pw}; "
+                  f"row[k] = (ix >= 0 && ix < {w}) ? img[iy * {srow} + ix * {scol}] : {pad}; }}")
+        guard = [f"                    if (iy < 0 || iy >= {h}) {{ for (long long k = 0; k < {ow}; k++) "
+                 f"row[k] = {pad}; continue; }}"]
+    return ["    {",
+            f"        const {ctype} *restrict x = {x};",
+            f"        {ctype} *restrict out = {out};",
+            f"        for (long long nc = 0; nc < {n * c}; nc++) {{",
+            f"            const {ctype} *restrict img = x + (nc / {c}) * {sn} + (nc % {c}) * {sc};",
+            f"            for (long long ki = 0; ki < {kh}; ki++)",
+            f"                for (long long kj = 0; kj < {kw}; kj++)",
+            f"                    for (long long y = 0; y < {oh}; y++) {{",
+            f"                    {ctype} *restrict row = out + (((nc * {kh} + ki) * {kw} + kj) * {oh} + y) * {ow};",
+            f"                    const long long iy = y * {sh} + ki * {dh} - {ph};",
+            *guard,
+            f"                    for (long long k = 0; k < {ow}; k++) {column}",
+            "                }",
+            "        }",
+            "    }"]
