@@ -312,3 +312,27 @@ def test_a_bad_thread_setting_warns_instead_of_breaking_import() -> None:
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "True"
     assert "ignoring $KILN_NUM_THREADS='lots'" in run.stderr
+
+
+@needs_openmp
+def test_a_plan_with_gemms_on_a_threaded_blas_keeps_its_kernels_serial(team, monkeypatch):
+    """After a GEMM, a multi-threaded OpenBLAS's workers spin on the other cores: a native plan with a
+    matmul builds its kernels serial there (same results), and one without a matmul still uses teams."""
+    from kiln.jit.backends.cpu import blas, segcode
+
+    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
+    x = kiln.tensor(_data((1024, 512), "float32", 5))
+    w = kiln.tensor(_data((512, 512), "float32", 6))
+    for threads, gemm_plan_serial in ((2, True), (1, False)):
+        monkeypatch.setattr(segcode, "blas_threads", lambda n=threads: n)
+        with_gemm = kiln.compile(lambda x, w: ((x @ w) * 1.5).relu() - x, backend="cpu")
+        without = kiln.compile(lambda x: (x * 1.5).relu() - x, backend="cpu")
+        for fn, args in ((with_gemm, (x, w)), (without, (x,))):
+            fn(*args)
+            before = parallel.teams_run()
+            got = fn(*args)
+            ran = parallel.teams_run() - before
+            serial_expected = gemm_plan_serial and fn is with_gemm
+            assert (ran == 0) == serial_expected, (threads, fn is with_gemm, ran)
+        assert_bitwise(got.numpy(), ((x * 1.5).relu() - x).numpy(), "a teamed kernel vs eager")
+    assert blas.blas_threads() >= 1

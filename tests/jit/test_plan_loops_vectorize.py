@@ -4,7 +4,8 @@ A plan's C puts all of its kernels in one file; if the compiler inlines a kernel
 into the segment that calls it, the kernel's restrict pointers lose their meaning there,
 and an in-place update (``buf = buf * momentum + grad``, with ``out`` and an input one
 array) stays scalar and reloads the broadcast momentum on every element: the whole SGD
-step of an MLP at batch 16 ran 2.1x slower that way. GCC's vectorizer report must name
+step of an MLP at batch 16 ran 2.1x slower that way. (Sizes here are large enough that no loop is
+short enough for GCC to unroll it whole instead, which it reports differently.). GCC's vectorizer report must name
 the inner loop of every elementwise kernel in the plan.
 """
 from __future__ import annotations
@@ -43,7 +44,7 @@ def _gcc() -> list[str]:
 
 def _step_plan_source() -> str:
     kiln.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64))  # (no loop short enough to unroll)
     opt = kiln.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-2)
 
     def train_step(x, y):
@@ -55,7 +56,7 @@ def _step_plan_source() -> str:
 
     step = kiln.compile(train_step, backend="cpu")
     rng = np.random.default_rng(0)
-    x, y = kiln.tensor(rng.standard_normal((16, 64)).astype(np.float32)), kiln.tensor(rng.integers(0, 10, 16))
+    x, y = kiln.tensor(rng.standard_normal((64, 64)).astype(np.float32)), kiln.tensor(rng.integers(0, 64, 64))
     for _ in range(3):
         step(x, y)
     (entry,) = [e for e in step.cache_entries if getattr(e, "binding", None) is not None][-1:]

@@ -81,6 +81,20 @@ def _lookup() -> NumpyBlas | None:
     return None
 
 
+def blas_threads() -> int:
+    """Threads NumPy's OpenBLAS uses now (1 when kiln does not know its BLAS or cannot ask it)."""
+    found = numpy_blas()
+    if found is None:
+        return 1
+    prefix, suffix = found.flavour.split("cblas_*")
+    try:
+        ask = getattr(ctypes.CDLL(found.library), f"{prefix}openblas_get_num_threads{suffix}")
+    except (AttributeError, OSError):
+        return 1
+    ask.restype = ctypes.c_int
+    return max(1, int(ask()))
+
+
 def numpy_blas() -> NumpyBlas | None:
     """NumPy's CBLAS functions when kiln knows their ABI, else None (looked up once per process)."""
     with _lock:

@@ -23,7 +23,9 @@ serially: no oversubscription, no nested teams), [1] the thread count, [2] the f
 elements (rows x columns) worth a team, [3] how many teams ran, [4] the size of the last
 team. Until kiln points it there, a library uses its own copy that says "serial".
 Without OpenMP (no ``-fopenmp``, see toolchain.py) the pragma is ignored and
-``kiln_team_enter`` always answers one thread.
+``kiln_team_enter`` always answers one thread; so it does in a source that defines
+``KILN_SERIAL_KERNELS`` first (a native plan with GEMMs on a multi-threaded BLAS, see
+cpu/segcode.py).
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ long long *kiln_team = kiln_team_own;
 /* threads for a kernel over outer x inner elements (1: run serially); above 1 the caller holds
    the process-wide flag until kiln_team_leave */
 static int kiln_team_enter(long long outer, long long inner, int split_inner) {
-#ifdef _OPENMP
+#if defined(_OPENMP) && !defined(KILN_SERIAL_KERNELS)
     long long n = kiln_team[1], units = split_inner ? outer * inner : outer;
     if (n < 2 || units < 2 || outer * inner < kiln_team[2] || omp_in_parallel()) return 1;
     long long idle = 0;
