@@ -64,7 +64,7 @@ def test_window_reductions_equal_eager_bit_for_bit(op, dtype, shape, axes, keepd
         return getattr(x, op)(dim=axes, keepdim=keepdims) if op == "sum" else x.amax(dim=axes, keepdim=keepdims)
 
     compiled = kiln.compile(fn, backend="cpu")
-    for _ in range(2):
+    for _ in range(3):  # (the first replay of a backward plan may run in Python while it learns layouts)
         got = compiled(x)
     assert_bitwise(got.numpy(), fn(x).numpy(), oracle="eager")
     assert op in _native_nodes(compiled)
@@ -79,7 +79,7 @@ def test_max_pool_forward_and_backward_run_natively_and_equal_eager():
 
     x = kiln.tensor(x_np, requires_grad=True)
     compiled = kiln.compile(fn, backend="cpu")
-    for _ in range(2):
+    for _ in range(3):  # (the first replay of a backward plan may run in Python while it learns layouts)
         x.grad = None
         loss = compiled(x)
         loss.backward()
@@ -101,7 +101,7 @@ def test_non_window_reductions_are_not_claimed():
     rng = np.random.default_rng(2)
     x = kiln.tensor(rng.standard_normal((64, 6, 28, 28)).astype(np.float32))
     compiled = kiln.compile(lambda x: x.sum(dim=(0, 2, 3), keepdim=True) * 2.0, backend="cpu")
-    for _ in range(2):
+    for _ in range(3):  # (the first replay of a backward plan may run in Python while it learns layouts)
         got = compiled(x)
     assert_bitwise(got.numpy(), (x.sum(dim=(0, 2, 3), keepdim=True) * 2.0).numpy(), oracle="eager")
     for entry in compiled.cache_entries:

@@ -258,6 +258,8 @@ def test_thread_settings_are_validated():
 
 @needs_openmp
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork()")
+# (JAX, when an earlier test in this process imported it, warns about any fork; this test forks on purpose)
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
 def test_a_forked_child_runs_kernels_serially_and_finishes(team):
     x = _data((512, 1024), "float32", 12)
     compiled = kiln.compile(_chain, backend="cpu")

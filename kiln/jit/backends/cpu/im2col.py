@@ -1,4 +1,4 @@
-"""unfold2d (im2col) in generated C: a convolution's window columns written out contiguously.
+"""unfold2d (im2col) and fold2d (col2im) in generated C: a convolution's window columns.
 
 Eager unfold2d returns a strided view of the (padded) image, and the convolution's reshape
 to (N, C*KH*KW, OH*OW) then copies it through NumPy's generic strided copy, whose rows are
@@ -59,5 +59,41 @@ def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> l
             *guard,
             f"                    for (long long k = 0; k < {ow}; k++) {column}",
             "                }",
+            "        }",
+            "    }"]
+
+
+def fold_problem(node: Node, compact_input: bool) -> str | None:
+    """Why generated code cannot run this fold2d node, or None."""
+    cols = node.inputs[0]
+    if cols.dtype.name not in ("float32", "float64") or node.out.dtype.name != cols.dtype.name:
+        return "fold2d dtype"
+    if any(node.params["padding"]):
+        return "fold2d with padding (eager returns a view of a padded image)"
+    if not compact_input:
+        return "fold2d of non-contiguous columns"
+    return None
+
+
+def render_fold(node: Node, ctype: str, cols: str, out: str) -> list[str]:
+    """C statements summing compact (N, C, KH, KW, OH, OW) `cols` into C-ordered (N, C, H, W) `out`."""
+    _, _, kh, kw, oh, ow = (int(d) for d in node.inputs[0].shape)
+    n, c, h, w = (int(d) for d in node.out.shape)
+    p = node.params
+    (sh, sw), (dh, dw) = p["stride"], p["dilation"]
+    return ["    {",
+            f"        const {ctype} *restrict cols = {cols};",
+            f"        {ctype} *restrict out = {out};",
+            f"        for (long long k = 0; k < {n * c * h * w}; k++) out[k] = ({ctype})0;",
+            f"        for (long long nc = 0; nc < {n * c}; nc++) {{",
+            f"            {ctype} *restrict img = out + nc * {h * w};",
+            f"            const {ctype} *restrict src = cols + nc * {kh * kw * oh * ow};",
+            f"            for (long long i = 0; i < {kh}; i++)",
+            f"                for (long long j = 0; j < {kw}; j++)",
+            f"                    for (long long y = 0; y < {oh}; y++) {{",
+            f"                        {ctype} *restrict row = img + (i * {dh} + y * {sh}) * {w} + j * {dw};",
+            f"                        const {ctype} *restrict in = src + ((i * {kw} + j) * {oh} + y) * {ow};",
+            f"                        for (long long x = 0; x < {ow}; x++) row[x * {sw}] = row[x * {sw}] + in[x];",
+            "                    }",
             "        }",
             "    }"]

@@ -32,10 +32,10 @@ from .blas import blas_threads
 from .gemm import blas_prelude, render_matmul
 from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
 from .fusion import STRIDED
-from .im2col import render_unfold
+from .im2col import render_fold, render_unfold
 from .windows import is_window, render_window
 from .rowcode import ROW_PRELUDE, RowKernel, render_rows_function
-from .segment import INDEXED, Analysis, colsum_rows, indexed_sizes, literal_array, needs_sequential
+from .segment import INDEXED, Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
 SETUP = "kiln_setup"
 _BITS = {1: ("unsigned char", ""), 4: ("unsigned int", "u"), 8: ("unsigned long long", "ull")}
@@ -198,6 +198,8 @@ class _Segment:
             x = node.inputs[0]
             return render_unfold(node, C_TYPES[node.out.dtype.name], self.pointer(x), a.layout[x.id].strides,
                                  self.pointer(node.out))
+        if name == "fold2d":
+            return render_fold(node, C_TYPES[node.out.dtype.name], self.pointer(node.inputs[0]), self.pointer(node.out))
         if is_window(node):
             return render_window(node, C_TYPES[node.out.dtype.name], self.pointer(node.inputs[0]),
                                  self.pointer(node.out))
@@ -236,7 +238,25 @@ class _Segment:
                   "    }"]
         return lines
 
+    def _channel_sum(self, node: Node) -> list[str]:
+        """Each channel's runs added in order from 0, each run pairwise, as NumPy does (segment.channel_sum)."""
+        lead, channels, run = channel_sum(node)  # type: ignore[misc]
+        ctype = C_TYPES[node.out.dtype.name]
+        suffix = "f" if ctype == "float" else ""
+        return ["    {",
+                f"        const {ctype} *restrict x = {self.pointer(node.inputs[0])};",
+                f"        {ctype} *restrict o = {self.pointer(node.out)};",
+                f"        for (long long c = 0; c < {channels}; c++) {{",
+                f"            {ctype} acc = ({ctype})0;",
+                f"            for (long long n = 0; n < {lead}; n++)",
+                f"                acc = acc + kiln_pairwise_sum{suffix}(x + (n * {channels} + c) * {run}, {run});",
+                "            o[c] = acc;",
+                "        }",
+                "    }"]
+
     def _colsum(self, node: Node) -> list[str]:
+        if colsum_rows(node) is None:
+            return self._channel_sum(node)
         rows, cols = colsum_rows(node)  # type: ignore[misc]
         ctype = C_TYPES[node.out.dtype.name]
         x, o = self.pointer(node.inputs[0]), self.pointer(node.out)

@@ -5,7 +5,7 @@ formed, see runtime.py) and decides per node:
 
 * ``native``: a compute node generated C runs: an elementwise group, a row kernel, a
   matmul (gemm.py: NumPy's own BLAS call), a sum over leading axes, a sum or max over a
-  small window of axes (windows.py: pooling), a convolution's unfold2d (im2col.py), or ``full``;
+  small window of axes (windows.py: pooling), a convolution's unfold2d or fold2d (im2col.py), or ``full``;
 * ``view``: a reshape, permute, expand, slice or detach whose result is its input's
   memory read with static strides (views.py), and ``unpack``: one output of a native row
   kernel. These cost nothing and do not end a segment;
@@ -50,7 +50,7 @@ from .arena import Interval, assign_offsets
 from .codegen import FusedElementwise
 from .rowcode import RowKernel, Unpack
 from .views import VIEW_PRIMS, Layout, view_layout
-from .im2col import unfold_problem
+from .im2col import fold_problem, unfold_problem
 from .windows import is_window
 
 NATIVE_DTYPES = {"float32", "float64", "bool"}
@@ -244,6 +244,8 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
         return _matmul_problem(a, node)
     if name == "unfold2d":
         return unfold_problem(node)
+    if name == "fold2d":
+        return fold_problem(node, a.layout[node.inputs[0].id].compact())
     if is_window(node):
         return None if a.layout[node.inputs[0].id].compact() else "window reduction of a non-contiguous array"
     if name == "sum":
@@ -310,12 +312,28 @@ def colsum_rows(node: Node) -> tuple[int, int] | None:
     return math.prod(x.shape[:len(axes)]), math.prod(x.shape[len(axes):])
 
 
+def channel_sum(node: Node) -> tuple[int, int, int] | None:
+    """(leading rows, channels, trailing run) of a sum over every axis but one middle one (a conv
+    bias's gradient: (N, C, H, W) over (0, 2, 3)), else None. NumPy adds each channel's runs in
+    order, starting from 0, each run pairwise: ((0 + p(x[0, c])) + p(x[1, c])) + ..."""
+    x = node.inputs[0]
+    axes = tuple(node.params.get("axes", ()))
+    kept = [d for d in range(len(x.shape)) if d not in axes]
+    if len(kept) != 1 or kept[0] in (0, len(x.shape) - 1):
+        return None
+    k = kept[0]
+    lead, channels, run = math.prod(x.shape[:k]), int(x.shape[k]), math.prod(x.shape[k + 1:])
+    if channels < 2 or run < 2 or lead < 1:  # (one channel: NumPy adds the whole array as one run)
+        return None
+    return lead, channels, run
+
+
 def _colsum_problem(a: Analysis, node: Node) -> str | None:
     x = node.inputs[0]
     if x.dtype.name not in FLOATS or node.out.dtype.name != x.dtype.name:
         return "sum dtype"
-    if colsum_rows(node) is None:
-        return "not a sum over leading axes"
+    if colsum_rows(node) is None and channel_sum(node) is None:
+        return "not a sum over leading axes or over all axes but one"
     if not a.layout[x.id].compact():
         return "sum of a non-contiguous array"
     return None
