@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ SIDES = ("all", "kiln", "peers")
 def add_side_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--side", choices=SIDES, default="all",
                         help="all (default): kiln's columns in a child process without torch/jax, the peers "
-                             "here; kiln / peers: time only that side (kiln: write its samples with --json)")
+                             "here; kiln / peers: time only that side (kiln writes its samples for the parent)")
     parser.add_argument("--same-process", action="store_true",
                         help="time kiln's columns in this process too, beside torch and jax")
 
@@ -50,7 +49,7 @@ def kiln_side(workload: str, argv: list[str]) -> dict[str, dict[str, Timing]]:
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as tmp:
         out = Path(tmp) / "kiln.json"
         command = [sys.executable, "-m", "kiln.bench", workload, *argv, "--side", "kiln", "--timings-json", str(out)]
-        proc = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
+        proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stdout + proc.stderr)[-2000:]
             raise RuntimeError(f"the kiln side of `{workload}` failed (exit {proc.returncode}); its output ends:\n"

@@ -7,8 +7,8 @@ dims (bias rows, per-row statistics, scalars): then one [outer, inner] loop with
 compile-time index forms covers them all, and GCC vectorizes the inner loop. Where no
 split fits that way (a conv bias (1, C, 1, 1) over (N, C, H, W); a pooling window's
 maximum (N, C, H/2, 1, W/2, 1) over (N, C, H/2, 2, W/2, 2)), a *strided* form reads an
-input broadcast along outer dims anywhere through an index computed once per row from
-`o` (`strided_form`), as long as its inner block is full or all ones. The kernel
+input broadcast along any dims through its offset computed from `o` (once per row) and
+from `j` (`strided_form`), the split chosen for long inner loops with few divisions. The kernel
 writes a C-ordered result, so a group stands in only for values eager NumPy also lays
 out in C order (layouts.py): a later NumPy sum adds another layout in another order.
 
