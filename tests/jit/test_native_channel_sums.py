@@ -12,28 +12,18 @@ import pytest
 import kiln
 import kiln.nn.functional as F
 from jit_helpers import assert_bitwise
-from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import objects, runtime, segment
+from kiln.jit.backends.cpu import segment
+from native_helpers import native_cache, needs_native, plans_of  # noqa: F401 - native_cache: an autouse fixture
 
-pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
-                                reason="no C compiler, or generated code cannot read Python objects here")
-
-
-@pytest.fixture(autouse=True)
-def kernel_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
-    runtime._made.clear()
+pytestmark = needs_native
 
 
 def _native_sums(compiled) -> int:
     count = 0
-    for entry in compiled.cache_entries:
-        plans = [entry.plan] if hasattr(entry, "plan") else [entry.forward_plan, entry.backward_plan]
-        for plan in plans:
-            a = plan.current.analysis
-            count += sum(1 for n in a.graph.nodes if n.prim.name == "sum" and a.kinds.get(id(n)) == "native"
-                         and segment.channel_sum(n) is not None)
+    for plan in plans_of(compiled):
+        a = plan.current.analysis
+        count += sum(1 for n in a.graph.nodes if n.prim.name == "sum" and a.kinds.get(id(n)) == "native"
+                     and segment.channel_sum(n) is not None)
     return count
 
 

@@ -12,28 +12,9 @@ import pytest
 import kiln
 import kiln.nn.functional as F
 from jit_helpers import assert_bitwise
-from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import objects, runtime
+from native_helpers import native_cache, needs_native, node_kinds  # noqa: F401 - native_cache: an autouse fixture
 
-pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
-                                reason="no C compiler, or generated code cannot read Python objects here")
-
-
-@pytest.fixture(autouse=True)
-def kernel_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
-    runtime._made.clear()
-
-
-def _kinds(compiled, name: str) -> list[str]:
-    kinds = []
-    for entry in compiled.cache_entries:
-        plans = [entry.plan] if hasattr(entry, "plan") else [entry.forward_plan, entry.backward_plan]
-        for plan in plans:
-            a = plan.current.analysis
-            kinds += [a.kinds[id(n)] for n in a.graph.nodes if n.prim.name == name]
-    return kinds
+pytestmark = needs_native
 
 
 def _check(fn, *arrays):
@@ -64,7 +45,7 @@ def test_convolutions_unfold_natively_and_equal_eager(dtype, stride, padding, di
     b = rng.standard_normal(5).astype(dtype)
     compiled = _check(lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation).relu(),
                       x, w, b)
-    assert "native" in _kinds(compiled, "unfold2d")
+    assert "native" in node_kinds(compiled, "unfold2d")
 
 
 def test_max_pool_with_padding_pads_with_minus_infinity():
@@ -72,7 +53,7 @@ def test_max_pool_with_padding_pads_with_minus_infinity():
     x = -np.abs(rng.standard_normal((2, 3, 9, 9))).astype(np.float32)  # all negative: a padded 0 would win
     x[0, 0, 0, 0] = np.nan
     compiled = _check(lambda x: F.max_pool2d(x, 3, stride=2, padding=1) * 2.0, x)
-    assert "native" in _kinds(compiled, "unfold2d")
+    assert "native" in node_kinds(compiled, "unfold2d")
 
 
 def test_a_strided_input_is_read_through_its_own_strides():
@@ -81,7 +62,7 @@ def test_a_strided_input_is_read_through_its_own_strides():
     x = rng.standard_normal((3, 2, 12, 20)).astype(np.float32)
     w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
     compiled = _check(lambda x, w: F.conv2d(x.permute(0, 1, 3, 2)[:, :, ::2, 1:], w, padding=1), x, w)
-    assert _kinds(compiled, "unfold2d") and set(_kinds(compiled, "unfold2d")) == {"native"}
+    assert node_kinds(compiled, "unfold2d") and set(node_kinds(compiled, "unfold2d")) == {"native"}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -96,6 +77,6 @@ def test_the_input_gradient_folds_natively_without_padding(dtype, stride, dilati
         return lambda x, w: F.conv2d(x, w, stride=stride, dilation=dilation, padding=padding) ** 2
 
     compiled = _check(squared(0), x, w)
-    assert set(_kinds(compiled, "fold2d")) == {"native"}
+    assert set(node_kinds(compiled, "fold2d")) == {"native"}
     padded = _check(squared(1), x, w)
-    assert set(_kinds(padded, "fold2d")) == {"python"}
+    assert set(node_kinds(padded, "fold2d")) == {"python"}

@@ -12,19 +12,11 @@ import pytest
 import kiln
 import kiln.nn.functional as F
 from jit_helpers import assert_bitwise
-from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import objects, runtime, windows
+from kiln.jit.backends.cpu import windows
 from kiln.ops.reduce import windowed
+from native_helpers import native_cache, needs_native, plans_of  # noqa: F401 - native_cache: an autouse fixture
 
-pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
-                                reason="no C compiler, or generated code cannot read Python objects here")
-
-
-@pytest.fixture(autouse=True)
-def kernel_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
-    runtime._made.clear()
+pytestmark = needs_native
 
 
 def _data(shape, dtype, seed, ties=False):
@@ -39,11 +31,9 @@ def _data(shape, dtype, seed, ties=False):
 
 def _native_nodes(compiled) -> list[str]:
     names = []
-    for entry in compiled.cache_entries:
-        plans = [entry.plan] if hasattr(entry, "plan") else [entry.forward_plan, entry.backward_plan]
-        for plan in plans:
-            a = plan.current.analysis
-            names += [n.prim.name for n in a.graph.nodes if a.kinds.get(id(n)) == "native"]
+    for plan in plans_of(compiled):
+        a = plan.current.analysis
+        names += [n.prim.name for n in a.graph.nodes if a.kinds.get(id(n)) == "native"]
     return names
 
 

@@ -15,19 +15,10 @@ import pytest
 
 import kiln
 from kiln import nn
-from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import objects, runtime
+from native_helpers import native_cache, needs_native  # noqa: F401 - native_cache: an autouse fixture
 from whole_step_helpers import loss_of
 
-pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
-                                reason="no C compiler, or generated code cannot read Python objects here")
-
-
-@pytest.fixture(autouse=True)
-def kernel_cache(monkeypatch, tmp_path):
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
-    runtime._made.clear()
+pytestmark = needs_native
 
 
 def _trainer(optimizer: str, compiled: bool):
