@@ -67,3 +67,12 @@ def test_timings_survive_the_json_between_the_processes():
     timings = {"case": {"kiln.compile": Timing((1e-3, 2e-3, 1.5e-3), 7)}}
     back = isolate.timings_from_json(json.loads(json.dumps(isolate.timings_to_json(timings))))
     assert back == timings and back["case"]["kiln.compile"].median == 1.5e-3
+
+
+def test_same_process_times_kiln_beside_its_peers(tmp_path, capsys):
+    path = tmp_path / "same.json"
+    assert main(["targets", *TINY, "--cases", "MLP inference", "--same-process", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "separate process" not in out and "MLP inference B=1" in out
+    row = json.loads(path.read_text())["results"]["MLP inference B=1"]
+    assert row["kiln.compile"]["median"] > 0 and row["kiln eager"]["median"] > 0
