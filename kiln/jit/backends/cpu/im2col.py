@@ -4,8 +4,8 @@ Eager unfold2d returns a strided view of the (padded) image, and the convolution
 to (N, C*KH*KW, OH*OW) then copies it through NumPy's generic strided copy, whose rows are
 only OW elements long. In a native plan the node writes the columns straight into its own
 C-ordered (N, C, KH, KW, OH, OW) buffer instead, and the reshape becomes a view of it. The
-values are copies of input elements (read with the input's own strides, any static layout) (or the padding value), so the result equals eager's
-exactly.
+values are copies of input elements (read with the input's own strides: any static layout)
+or the padding value, so the result equals eager's exactly.
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> l
     else:
         column = (f"{{ const long long ix = k * {sw} + kj * {dw} - {pw}; "
                   f"row[k] = (ix >= 0 && ix < {w}) ? img[iy * {srow} + ix * {scol}] : {pad}; }}")
-        guard = [f"                    if (iy < 0 || iy >= {h}) {{ for (long long k = 0; k < {ow}; k++) "
+        guard = [f"                        if (iy < 0 || iy >= {h}) {{ for (long long k = 0; k < {ow}; k++) "
                  f"row[k] = {pad}; continue; }}"]
     return ["    {",
             f"        const {ctype} *restrict x = {x};",
@@ -54,11 +54,11 @@ def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> l
             f"            for (long long ki = 0; ki < {kh}; ki++)",
             f"                for (long long kj = 0; kj < {kw}; kj++)",
             f"                    for (long long y = 0; y < {oh}; y++) {{",
-            f"                    {ctype} *restrict row = out + (((nc * {kh} + ki) * {kw} + kj) * {oh} + y) * {ow};",
-            f"                    const long long iy = y * {sh} + ki * {dh} - {ph};",
+            f"                        {ctype} *restrict row = out + (((nc * {kh} + ki) * {kw} + kj) * {oh} + y) * {ow};",
+            f"                        const long long iy = y * {sh} + ki * {dh} - {ph};",
             *guard,
-            f"                    for (long long k = 0; k < {ow}; k++) {column}",
-            "                }",
+            f"                        for (long long k = 0; k < {ow}; k++) {column}",
+            "                    }",
             "        }",
             "    }"]
 
