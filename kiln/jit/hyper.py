@@ -77,6 +77,11 @@ def compile_expr(expr: tuple) -> Callable[[list], Any]:
     code = _source_code(expr)
     if code is None:
         return lambda env: evaluate(expr, env)
+    return _function_of_sources(code)
+
+
+def _function_of_sources(code: str) -> Callable[[list], Any]:
+    """``lambda e: <code>`` for source code `_source_code` wrote (only our own names in scope)."""
     return eval(f"lambda e: {code}", {"_sqrt": math.sqrt, "__builtins__": {"abs": abs}})  # noqa: S307 - our own
 
 
@@ -95,8 +100,7 @@ def compile_guards(guards: tuple) -> Callable[[list], bool] | None:
         if a is None or b is None:
             return None
         parts.append(f"(({a} {expr[0]} {b}) == {result!r})")
-    code = " and ".join(parts) or "True"
-    return eval(f"lambda e: {code}", {"_sqrt": math.sqrt, "__builtins__": {"abs": abs}})  # noqa: S307 - our own
+    return _function_of_sources(" and ".join(parts) or "True")
 
 
 def expr_text(expr: tuple, names: list[str]) -> str:

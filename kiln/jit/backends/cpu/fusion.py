@@ -88,6 +88,12 @@ def _offset(var: str, out_dims: tuple, in_dims: tuple, narrow: bool) -> tuple[st
             dims[-1] = [dims[-1][0] * size, dims[-1][1]]
         else:
             dims.append([size, step])
+    return offset_expression(var, dims, narrow)
+
+
+def offset_expression(var: str, dims: list, narrow: bool = False) -> tuple[str, int]:
+    """The C offset of flat index `var` over dims [(size, stride), ...] given fastest first (a zero
+    stride contributes nothing), and how many divisions it takes; `narrow`: 32-bit unsigned math."""
     x, u = (f"(unsigned){var}", "u") if narrow else (var, "")
     terms, below, divisions = [], 1, 0
     for k, (size, step) in enumerate(dims):

@@ -16,6 +16,7 @@ import math
 from ...ir import Node
 from ....ops.reduce import windowed
 from .codegen import node_expr
+from .fusion import offset_expression
 from .views import c_strides
 
 WINDOW_OPS = {"sum": "add", "max": "maximum"}  # the primitive and the elementwise op it chains
@@ -53,14 +54,7 @@ def render_window(node: Node, ctype: str, x: str, out: str) -> list[str]:
                for combo in itertools.product(*[range(shape[a]) for a in axes])]
     dims = _kept(shape, strides, axes)
     (inner, step), outer_dims = dims[-1], dims[:-1]
-    terms, below = [], 1
-    for k, (size, stride) in enumerate(reversed(outer_dims)):  # fastest first
-        term = "o" if below == 1 else f"(o / {below})"
-        if k < len(outer_dims) - 1:
-            term = f"({term} % {size})"
-        terms.append(f"{term} * {stride}")
-        below *= size
-    base = " + ".join(reversed(terms)) or "0"
+    base, _ = offset_expression("o", outer_dims[::-1])  # (fastest first)
     outer = math.prod(size for size, _ in outer_dims)
     op = WINDOW_OPS[node.prim.name]
     lines = ["    {",
