@@ -72,7 +72,8 @@ def test_an_elementwise_group_reads_each_input_by_its_index_form() -> None:
     src = render_kernel(k, "bias_relu", CUDA)
     assert k.forms == ["full", "row"]  # activations, and the bias broadcast over rows
     assert "const float x0 = (float)(in0[o * inner + j]);" in src and "const float x1 = (float)(in1[j]);" in src
-    assert "out[i] = t1;" in src and "const long long j = i - o * inner;" in src
+    assert "out[o * inner + j] = t1;" in src and "const long long j = i - o * inner;" in src
+    assert src == render_kernel(k.kernel_ir, "bias_relu", CUDA)  # rendered from the kernel IR alone
 
 
 def test_render_kernel_refuses_other_primitives() -> None:

@@ -1,9 +1,9 @@
 """Render a fusion group as a C function and wrap it as a kernel callable from a Plan.
 
-Each node becomes one typed local (so float32 math rounds where NumPy rounds), spelled by
-the C renderer (kiln/jit/backends/render: its table of primitive spellings, or a
-third-party primitive's own `c_expr`). The loop is ``for o < outer: for j < inner:`` with
-each input read by its compile-time index form, so the inner loop vectorizes.
+The group is lowered to the kernel IR (lower.py: ``for o parallel: for j vector:`` with each
+input loaded by its compile-time index form, one typed local per node, one store), which the
+C renderer spells (render/c_kernels.py, with the primitive spellings of render/c.py or a
+third-party primitive's own `c_expr`); the inner loop vectorizes.
 
 Fused code must equal NumPy bit for bit, except the transcendentals, which stay within
 their measured ulp bounds (tests/jit/test_c_expressions.py); the renderer's prelude turns
@@ -19,8 +19,10 @@ import numpy as np
 
 from ....ops.primitive import Primitive
 from ..render import C
-from .fusion import TRANSCENDENTAL, Group, choose_split, describe, index_form, strided_form
+from ..render.c_kernels import render_c
+from .fusion import Group, choose_split, describe, index_form, strided_form
 from .layouts import c_ordered
+from .lower import lower_elementwise
 from .toolchain import build
 
 C_TYPES = C.types  # dtype name -> C type
@@ -38,45 +40,9 @@ def node_expr(prim_name: str, template: str | None, out_ctype: str, operands: li
 
 def render_function(group: Group, forms: list[str], name: str = "kiln_fused", storage: str = "",
                     in_place: int | None = None) -> str:
-    """The C function for one group given each input's index form (no prelude; `storage` may be "static").
-
-    With `in_place` = k, input k and the output may be the same memory (each element is read before
-    it is written, at the same index). A full-size input k is then read through `out` itself, so every
-    pointer the loop touches stays restrict and the loop still vectorizes (two pointers that may
-    alias make the compiler keep it scalar and reload broadcast operands on every element); other
-    forms keep both pointers without restrict.
-    """
-    lang = C
-    names: dict[int, str] = {}
-    out_type = lang.type_name(group.root.out.dtype.name)
-    through_out = in_place is not None and forms[in_place] == "full"
-    params = [f"{lang.index_type} outer", f"{lang.index_type} inner",
-              lang.pointer(out_type, "out", restrict=in_place is None or through_out)]
-    loads = []
-    for k, (v, form) in enumerate(zip(group.inputs, forms)):
-        ctype = lang.type_name(v.dtype.name)
-        params.append(lang.pointer(ctype, f"in{k}", const=True, restrict=k != in_place or through_out))
-        names[v.id] = f"x{k}"
-        source = "out" if through_out and k == in_place else f"in{k}"
-        loads.append("            " + lang.local(ctype, f"x{k}", lang.read(source, form)))
-    body = []
-    for t, node in enumerate(group.nodes):
-        ctype = lang.type_name(node.out.dtype.name)
-        expr = lang.expr(node.prim, ctype, [names[v.id] for v in node.inputs])
-        body.append("            " + lang.local(ctype, f"t{t}", expr))
-        names[node.out.id] = f"t{t}"
-    root = names[group.root.out.id]
-    loops = [
-        "    " + lang.outer_loop("o", "outer"),
-        "        " + lang.inner_loop("j", "inner"),
-        *loads,
-        *body,
-        "            " + lang.store("out", "o * inner + j", root),
-        "        }",
-        "    }",
-    ]
-    wide = any(n.prim.name in TRANSCENDENTAL for n in group.nodes)
-    return "\n".join([*lang.function(name, "void", params, loops, storage, wide=wide, split_inner=True), ""])
+    """The C function for one group given each input's index form (no prelude; `storage` may be "static";
+    `in_place`: see lower.lower_elementwise)."""
+    return render_c(lower_elementwise(group, forms, in_place), name, storage)
 
 
 def render(group: Group, forms: list[str], name: str = "kiln_fused") -> str:
@@ -99,6 +65,7 @@ class FusedElementwise(Primitive):
         self.group = group
         out_shape = tuple(group.root.out.shape)
         self.split, self.forms = choose_split([tuple(v.shape) for v in group.inputs], out_shape, strided=True)
+        self.kernel_ir = lower_elementwise(group, self.forms)
         self.source = render(group, self.forms)
         self._fn = None
         self.out_dtype = group.root.out.dtype.np

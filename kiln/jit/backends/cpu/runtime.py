@@ -275,8 +275,9 @@ class Observer:
 class NativePlan:
     """A graph lowered to native segments and NumPy steps (see the module docstring).
 
-    `run(inputs, dims)` is the Plan interface. `graph` is the fused graph it runs, `source`
-    the C of its segments and `driver` the Python that calls them (for the layouts of the
+    `run(inputs, dims)` is the Plan interface. `graph` is the fused graph it runs, `kernel_ir`
+    its fused kernels in the kernel IR, `source` the C of its segments and `driver` the Python
+    that calls them (for the layouts of the
     first variant, and of later ones after it), `analysis` what went where (segment.py),
     `segments` how many native calls a replay makes, `observed_calls` how many calls met
     layouts no variant had yet, and `fallback_calls` how many calls the reference plan answered.
@@ -340,6 +341,11 @@ class NativePlan:
     def source(self) -> str:
         self._ensure_variant({})
         return "\n".join(v.source for v in self.variants)
+
+    @property
+    def kernel_ir(self) -> str:
+        """The kernel IR (render/kernel_ir.py) of each fused kernel the plan runs, as text, in graph order."""
+        return "\n\n".join(n.prim.kernel_ir.text() for n in self.graph.nodes if hasattr(n.prim, "kernel_ir"))
 
     @property
     def driver(self) -> str:

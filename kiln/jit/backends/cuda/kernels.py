@@ -1,7 +1,8 @@
-"""CUDA kernels for the CPU backend's fused groups, spelled by `CUDALanguage`.
+"""CUDA kernels for the CPU backend's fused groups: the kernel IR spelled by `CUDALanguage`.
 
 The schedule is the CPU backend's: elementwise groups (cpu/fusion.py) and row groups
-(cpu/rows.py) with their index forms. What changes on a GPU is the parallel structure:
+(cpu/rows.py) with their index forms, lowered to the same kernel IR the C renderer spells
+(cpu/lower.py, render/kernel_ir.py). What changes on a GPU is the parallel structure:
 
 * an elementwise group is one grid-stride loop over the ``outer * inner`` output elements,
   each thread reading its inputs by their index forms (full / row / col / scalar);
@@ -21,13 +22,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import math
-
-from ..cpu.fusion import Group, describe
-from ..cpu.rowcode import _Renderer
+from ..cpu.fusion import Group
+from ..cpu.lower import lower_elementwise, lower_rows
 from ..cpu.rows import RowGroup
-from ..cpu.rows import describe as describe_rows
-from ..render.cstyle import index_expr
+from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
 from .language import CUDA, CUDALanguage
 
 BLOCK = 256  # threads per block of every kernel (a multiple of 32, for the block reduction)
@@ -38,147 +36,106 @@ _REDUCER = {"sum": "KilnSum()", "max": "KilnMax()"}
 SHARED = {"float": "kiln_sf", "double": "kiln_sd"}  # the block reduction's 32 values, per C type
 
 
-def _size(v: Any) -> int:
-    return int(math.prod(v.shape))
+class CUDAKernelRenderer:
+    """Spells one Kernel of the IR in CUDA (see the module docstring)."""
 
-
-def render_elementwise(group: Group, forms: list[str], name: str, lang: CUDALanguage = CUDA) -> str:
-    """The ``__global__`` function computing one elementwise group (inputs read by `forms`)."""
-    names: dict[int, str] = {}
-    root = group.root.out
-    params = [f"{lang.index_type} outer", f"{lang.index_type} inner",
-              lang.pointer(lang.storage_type(root.dtype.name, _size(root)), "out")]
-    loads = []
-    for k, (v, form) in enumerate(zip(group.inputs, forms)):
-        params.append(lang.pointer(lang.storage_type(v.dtype.name, _size(v)), f"in{k}", const=True))
-        names[v.id] = f"x{k}"
-        loads.append(lang.local(lang.compute_type(v.dtype.name), f"x{k}",
-                                lang.load_value(f"in{k}", index_expr(form), v.dtype.name, _size(v))))
-    body = []
-    for t, node in enumerate(group.nodes):
-        ctype = lang.compute_type(node.out.dtype.name)
-        body.append(lang.local(ctype, f"t{t}", lang.expr(node.prim, ctype, [names[v.id] for v in node.inputs])))
-        names[node.out.id] = f"t{t}"
-    t = lang.index_type
-    return "\n".join([
-        f"/* {describe(group)} */",
-        lang.signature(name, "void", params),
-        f"    const {t} total = outer * inner;",
-        "    " + lang.outer_loop("i", "total"),
-        f"        const {t} o = i / inner;",
-        f"        const {t} j = i - o * inner;",
-        *["        " + line for line in loads + body],
-        "        " + lang.store_value("out", "i", names[root.id], root.dtype.name, _size(root)),
-        "    }",
-        "}",
-        "",
-    ])
-
-
-class _RowKernel(_Renderer):
-    """Renders one row group (see the module docstring): the C row renderer's names, statements and
-    cones, with a block per row, a grid-stride loop over the row and block reductions."""
-
-    def __init__(self, group: RowGroup, lang: CUDALanguage):
-        super().__init__(group, lang)
+    def __init__(self, kernel: Kernel, lang: CUDALanguage = CUDA):
+        self.kernel = kernel
+        self.lang = lang
         self.shared: set[str] = set()  # C types of the block reductions (one __shared__ array each)
 
-    def _loop(self, targets: list, tail: list[str], indent: str) -> list[str]:
-        lang = self.lang
-        nodes, reads = self._full_cone(targets)
-        lines = [indent + lang.thread_loop("j", "inner")]
-        for k in reads:
-            v = self.group.inputs[k]
-            form = self.space.form(tuple(v.shape))
-            lines.append(f"{indent}    " + lang.local(lang.compute_type(v.dtype.name), f"x{k}",
-                                                        lang.load_value(f"in{k}", index_expr(form), v.dtype.name,
-                                                                        _size(v))))
-        lines += [f"{indent}    {self._statement(n, 'full')}" for n in nodes]
-        lines += [f"{indent}    {s}" for s in tail]
-        lines.append(indent + "}")
-        return lines
+    def _param(self, name: str) -> Param:
+        return self.kernel.param(name)
 
-    def _reduction(self, node: Any, indent: str) -> list[str]:
+    def statement(self, s: Statement, indent: str, per_thread: bool) -> list[str]:
+        """`s` as CUDA lines; `per_thread`: inside a loop whose iterations the threads share (else a
+        store is thread 0's alone, as every thread of the block holds the same row values)."""
         lang = self.lang
-        (x,) = node.inputs
-        t = self.index[node.out.id]
-        ctype = lang.compute_type(x.dtype.name)
-        op = node.prim.name
-        identity = _IDENTITY[(op, ctype)]
-        if x.id in self.member:
-            operand = self._operand(x, "full")
-            lines = [f"{indent}/* {op} over the row */", f"{indent}{ctype} a{t} = {identity};"]
-            lines += self._loop([x], [f"a{t} = {_REDUCER[op]}(a{t}, {operand});"], indent)
-        else:  # a full-size input reduced directly
-            k = self.inputs[x.id]
-            lines = [f"{indent}/* {op} over the row of input {k} */", f"{indent}{ctype} a{t} = {identity};",
-                     indent + lang.thread_loop("j", "inner"),
-                     f"{indent}    a{t} = {_REDUCER[op]}(a{t}, "
-                     f"{lang.load_value(f'in{k}', 'o * inner + j', x.dtype.name, _size(x))});",
-                     indent + "}"]
+        if isinstance(s, Load):
+            p = self._param(s.buffer)
+            return [indent + lang.local(lang.compute_type(s.dtype), s.name,
+                                        lang.load_value(s.buffer, s.index, p.dtype, p.size))]
+        if isinstance(s, Compute):
+            ctype = lang.compute_type(s.dtype)
+            expr = s.operands[0] if s.copy else lang.expr(s.prim, ctype, list(s.operands))
+            return [indent + lang.local(ctype, s.name, expr)]
+        if isinstance(s, Store):
+            p = self._param(s.buffer)
+            store = lang.store_value(s.buffer, s.index, s.value, p.dtype, p.size)
+            return [indent + (store if per_thread else f"if (threadIdx.x == 0) {store}")]
+        if isinstance(s, Loop):
+            if s.kind == "parallel":
+                head = [indent + lang.block_loop(s.var, s.stop)]
+            else:  # a row kernel's epilogue (an elementwise kernel's loops are _elementwise's)
+                head = [f"{indent}/* epilogue: the full-size outputs */", indent + lang.thread_loop(s.var, s.stop)]
+            return [*head, *self.block(s.body, indent + "    ", s.kind == "vector"), indent + "}"]
+        if isinstance(s, Reduce):
+            return self.reduce(s, indent)
+        raise TypeError(f"the CUDA renderer cannot spell {type(s).__name__}")
+
+    def block(self, body: tuple, indent: str, per_thread: bool) -> list[str]:
+        return [line for s in body for line in self.statement(s, indent, per_thread)]
+
+    def reduce(self, s: Reduce, indent: str) -> list[str]:
+        """Each thread combines its share of the row's prologue values, then the block combines the threads'."""
+        lang = self.lang
+        ctype = lang.compute_type(s.dtype)
+        identity, reducer = _IDENTITY[(s.op, ctype)], _REDUCER[s.op]
+        acc = f"acc_{s.name}"
         self.shared.add(ctype)
-        lines.append(f"{indent}" + lang.local(ctype, f"t{t}",
-                                              f"kiln_block_reduce(a{t}, ({ctype}){identity}, {SHARED[ctype]}, "
-                                              f"{_REDUCER[op]})"))
-        return lines
+        return [f"{indent}/* {s.op} over the row */", f"{indent}{ctype} {acc} = {identity};",
+                indent + lang.thread_loop(s.var, s.stop),
+                *self.block(s.body, indent + "    ", True),
+                f"{indent}    {acc} = {reducer}({acc}, {s.value});",
+                indent + "}",
+                indent + lang.local(ctype, s.name, f"kiln_block_reduce({acc}, ({ctype}){identity}, "
+                                                   f"{SHARED[ctype]}, {reducer})")]
+
+    def _elementwise(self) -> list[str]:
+        """One grid-stride loop over the outer * inner elements, each thread finding its (o, j)."""
+        (rows,) = self.kernel.body
+        (columns,) = rows.body
+        t = self.lang.index_type
+        return [f"    const {t} total = outer * inner;",
+                "    " + self.lang.outer_loop("i", "total"),
+                f"        const {t} o = i / inner;",
+                f"        const {t} j = i - o * inner;",
+                *self.block(columns.body, "        ", True),
+                "    }"]
 
     def function(self, name: str) -> str:
-        lang, group = self.lang, self.group
+        lang, kernel = self.lang, self.kernel
         params = [f"{lang.index_type} outer", f"{lang.index_type} inner"]
-        params += [lang.pointer(lang.storage_type(v.dtype.name, _size(v)), f"out{k}")
-                   for k, v in enumerate(group.outputs)]
-        params += [lang.pointer(lang.storage_type(v.dtype.name, _size(v)), f"in{k}", const=True)
-                   for k, v in enumerate(group.inputs)]
-        ind = "        "
-        body: list[str] = []
-        for k in self._row_reads():
-            v = group.inputs[k]
-            index = "0" if _size(v) == 1 else "o"
-            body.append(ind + lang.local(lang.compute_type(v.dtype.name), f"r{k}",
-                                         lang.load_value(f"in{k}", index, v.dtype.name, _size(v))))
-        for node in group.nodes:
-            lvl = group.levels[id(node)]
-            if lvl == "reduce":
-                body += self._reduction(node, ind)
-            elif lvl == "row":
-                body.append(ind + self._statement(node, "row"))
-            else:
-                continue
-            if node.out.id in self.outputs:
-                store = lang.store_value(f"out{self.outputs[node.out.id]}", "o", f"t{self.index[node.out.id]}",
-                                         node.out.dtype.name, _size(node.out))
-                body.append(f"{ind}if (threadIdx.x == 0) {store}")
-        full_outputs = [v for v in group.outputs if v.id in self.member
-                        and group.levels[id(self.member[v.id])] == "full"]
-        if full_outputs:
-            body.append(f"{ind}/* epilogue: the full-size outputs */")
-            stores = [lang.store_value(f"out{self.outputs[v.id]}", "o * inner + j", f"t{self.index[v.id]}",
-                                       v.dtype.name, _size(v)) for v in full_outputs]
-            body += self._loop(full_outputs, stores, ind)
+        params += [lang.pointer(lang.storage_type(p.dtype, p.size), p.name, const=not p.written,
+                                restrict=p.restrict) for p in kernel.params]
+        body = self._elementwise() if kernel.kind == "elementwise" else self.block(kernel.body, "    ", False)
         return "\n".join([
-            f"/* row kernel: {describe_rows(group)} */",
+            f"/* {kernel.title} */",
             lang.signature(name, "void", params),
             *[f"    __shared__ {ctype} {SHARED[ctype]}[32];" for ctype in sorted(self.shared)],
-            "    " + lang.block_loop("o", "outer"),
             *body,
-            "    }",
             "}",
             "",
         ])
 
 
+def render_elementwise(group: Group, forms: list[str], name: str, lang: CUDALanguage = CUDA) -> str:
+    """The ``__global__`` function computing one elementwise group (inputs read by `forms`)."""
+    return CUDAKernelRenderer(lower_elementwise(group, forms), lang).function(name)
+
+
 def render_rows(group: RowGroup, name: str, lang: CUDALanguage = CUDA) -> str:
     """The ``__global__`` function computing one row group, one row per block."""
-    return _RowKernel(group, lang).function(name)
+    return CUDAKernelRenderer(lower_rows(group), lang).function(name)
 
 
 def render_kernel(kernel: Any, name: str, lang: CUDALanguage = CUDA) -> str:
-    """The CUDA function for a fused node of the CPU backend: a FusedElementwise or a RowKernel primitive."""
-    if isinstance(getattr(kernel, "group", None), RowGroup):
-        return render_rows(kernel.group, name, lang)
-    if isinstance(getattr(kernel, "group", None), Group) and getattr(kernel, "forms", None) is not None:
-        return render_elementwise(kernel.group, kernel.forms, name, lang)
-    raise TypeError(f"render_kernel expects a fused elementwise or row kernel, got {kernel!r}")
+    """The CUDA function for a fused node of the CPU backend (a FusedElementwise or a RowKernel
+    primitive, from its kernel IR), or for a Kernel of the IR itself."""
+    ir = kernel if isinstance(kernel, Kernel) else getattr(kernel, "kernel_ir", None)
+    if not isinstance(ir, Kernel):
+        raise TypeError(f"render_kernel expects a fused elementwise or row kernel, got {kernel!r}")
+    return CUDAKernelRenderer(ir, lang).function(name)
 
 
 def render_module(kernels: Iterable[Any], lang: CUDALanguage = CUDA) -> tuple[str, list[str]]:

@@ -1,0 +1,149 @@
+"""Lower the scheduler's groups to the kernel IR (render/kernel_ir.py).
+
+* An elementwise group (fusion.py) becomes ``for o parallel: for j vector:`` loading each input
+  by its index form, one Compute per node, and one store of the root.
+* A row group (rows.py) becomes ``for o parallel:`` over rows, holding, in the group's order,
+  the per-row reads, one Reduce per reduction (its prologue: the full nodes it needs, recomputed
+  inside its reduce axis), one Compute per row node, per-row stores as soon as a value is known,
+  and a last ``for j vector:`` loop writing the full-size outputs (the epilogue).
+
+Names are positional: ``in{k}``/``out{k}`` buffers, ``x{k}`` an input read inside a loop over
+``j``, ``r{k}`` an input read once per row, ``t{i}`` the value of the group's i-th node.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir import Node, Value
+from ..render.cstyle import index_expr
+from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
+from .fusion import TRANSCENDENTAL, Group
+from .fusion import describe as describe_elementwise
+from .layouts import IDENTITIES
+from .rows import RowGroup
+from .rows import describe as describe_rows
+
+FULL = "o * inner + j"  # the index of the element (o, j) of a full-size value
+
+
+def _size(v: Value) -> int:
+    return int(math.prod(v.shape))
+
+
+def lower_elementwise(group: Group, forms: list[str], in_place: int | None = None) -> Kernel:
+    """The kernel computing one elementwise group, each input read by its index form in `forms`.
+
+    With `in_place` = k, input k and the output may be the same memory (each element is read before it
+    is written, at the same index). A full-size input k is then read through ``out`` itself, so every
+    buffer stays unaliased (the C compiler vectorizes only loops over unaliased pointers); other forms
+    mark both buffers as possibly aliased.
+    """
+    through_out = in_place is not None and forms[in_place] == "full"
+    root = group.root.out
+    params = [Param("out", root.dtype.name, _size(root), written=True,
+                    restrict=in_place is None or through_out)]
+    names: dict[int, str] = {}
+    body: list[Statement] = []
+    for k, (v, form) in enumerate(zip(group.inputs, forms)):
+        params.append(Param(f"in{k}", v.dtype.name, _size(v), restrict=k != in_place or through_out))
+        names[v.id] = f"x{k}"
+        source = "out" if through_out and k == in_place else f"in{k}"
+        body.append(Load(f"x{k}", v.dtype.name, source, index_expr(form)))
+    for t, node in enumerate(group.nodes):
+        names[node.out.id] = f"t{t}"
+        body.append(Compute(f"t{t}", node.out.dtype.name, node.prim, tuple(names[v.id] for v in node.inputs),
+                            copy=node.prim.name == "expand"))  # a broadcast: read through its index form
+    body.append(Store("out", FULL, names[root.id]))
+    notes = (f"input {in_place} may be the output's own memory",) if in_place is not None else ()
+    return Kernel(f"fused[{describe_elementwise(group)}]", "elementwise", tuple(params),
+                  (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", tuple(body)),)),),
+                  compute_bound=any(n.prim.name in TRANSCENDENTAL for n in group.nodes), notes=notes)
+
+
+class _RowLowering:
+    """Builds the Kernel of one row group (see the module docstring)."""
+
+    def __init__(self, group: RowGroup):
+        self.group = group
+        self.index = {n.out.id: k for k, n in enumerate(group.nodes)}  # member value -> position
+        self.member = {n.out.id: n for n in group.nodes}
+        self.inputs = {v.id: k for k, v in enumerate(group.inputs)}
+        self.outputs = {v.id: k for k, v in enumerate(group.outputs)}
+
+    def _level(self, v: Value) -> str | None:
+        node = self.member.get(v.id)
+        return self.group.levels[id(node)] if node is not None else None
+
+    def _operand(self, v: Value, context: str) -> str:
+        """The local holding `v` inside a loop over j ("full") or at row scope ("row")."""
+        if v.id in self.member:
+            return f"t{self.index[v.id]}"
+        return f"{'r' if context == 'row' else 'x'}{self.inputs[v.id]}"
+
+    def _compute(self, node: Node, context: str) -> Compute:
+        return Compute(f"t{self.index[node.out.id]}", node.out.dtype.name, node.prim,
+                       tuple(self._operand(v, context) for v in node.inputs), copy=node.prim.name in IDENTITIES)
+
+    def _cone(self, targets: list[Value]) -> list[Statement]:
+        """The loads and full members computing `targets` for one element j, in order."""
+        need: set[int] = set()
+        reads: set[int] = set()
+        stack = list(targets)
+        while stack:
+            v = stack.pop()
+            if v.id in self.member:
+                node = self.member[v.id]
+                if self.group.levels[id(node)] != "full" or id(node) in need:
+                    continue
+                need.add(id(node))
+                stack.extend(node.inputs)
+            else:
+                reads.add(self.inputs[v.id])
+        body: list[Statement] = []
+        for k in sorted(reads):
+            v = self.group.inputs[k]
+            body.append(Load(f"x{k}", v.dtype.name, f"in{k}", index_expr(self.group.space.form(v.shape))))
+        body += [self._compute(n, "full") for n in self.group.nodes if id(n) in need]
+        return body
+
+    def _reduce(self, node: Node) -> Reduce:
+        (x,) = node.inputs
+        group = self.group
+        if group.sequential[id(node)]:  # the NumPy kernel's small-window path: left to right
+            order = "sequential"
+        else:
+            order = "pairwise" if node.prim.name == "sum" else "any"
+        return Reduce(f"t{self.index[node.out.id]}", node.out.dtype.name, node.prim.name, order, "j", "inner",
+                      tuple(self._cone([x])), self._operand(x, "full"))
+
+    def kernel(self) -> Kernel:
+        group = self.group
+        params = [Param(f"out{k}", v.dtype.name, _size(v), written=True) for k, v in enumerate(group.outputs)]
+        params += [Param(f"in{k}", v.dtype.name, _size(v)) for k, v in enumerate(group.inputs)]
+        row: list[Statement] = []
+        row_reads = sorted({self.inputs[v.id] for n in group.nodes if group.levels[id(n)] == "row"
+                            for v in n.inputs if v.id in self.inputs})
+        for k in row_reads:
+            v = group.inputs[k]
+            row.append(Load(f"r{k}", v.dtype.name, f"in{k}", "0" if _size(v) == 1 else "o"))
+        for node in group.nodes:
+            level = group.levels[id(node)]
+            if level == "reduce":
+                row.append(self._reduce(node))
+            elif level == "row":
+                row.append(self._compute(node, "row"))
+            else:
+                continue
+            if node.out.id in self.outputs:
+                row.append(Store(f"out{self.outputs[node.out.id]}", "o", f"t{self.index[node.out.id]}"))
+        full_outputs = [v for v in group.outputs if self._level(v) == "full"]
+        if full_outputs:
+            stores = [Store(f"out{self.outputs[v.id]}", FULL, f"t{self.index[v.id]}") for v in full_outputs]
+            row.append(Loop("j", "inner", "vector", tuple(self._cone(full_outputs) + stores)))
+        return Kernel(f"fused_rows[{describe_rows(group)}]", "rows", tuple(params),
+                      (Loop("o", "outer", "parallel", tuple(row)),))
+
+
+def lower_rows(group: RowGroup) -> Kernel:
+    """The kernel computing one row group: a loop over rows holding its reductions, row nodes and epilogue."""
+    return _RowLowering(group).kernel()

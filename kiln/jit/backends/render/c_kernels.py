@@ -1,0 +1,112 @@
+"""Spell a kernel of the IR (kernel_ir.py) as a C function for the CPU.
+
+* The ``parallel`` loop over rows and, in an elementwise kernel, the ``vector`` loop run over
+  the bounds CLanguage.function gives them, so an OpenMP team can share rows, or columns
+  (openmp.py); the ``vector`` loop of a row kernel (its epilogue) runs over the whole row.
+* Each Load and Compute is a typed local (float32 math rounds where NumPy rounds), spelled by
+  the language's table of primitive expressions (cstyle.py, c.py).
+* A Reduce computes its prologue into a ``scratch`` row, one value per element, then reduces
+  the row with the matching reducer of c_reducers.py; a prologue that is one input's own row
+  is reduced where it lies. A ``sequential`` reduction is a left-to-right loop, and an ``any``
+  order maximum counts the rows holding both +0 and -0 (their maximum's sign is NumPy's SIMD
+  lanes' choice): a row kernel returns that count, so its caller can ask NumPy instead.
+
+Row kernels take ``(outer, inner, scratch, outputs..., inputs...)`` and return the count;
+elementwise kernels take ``(outer, inner, out, inputs...)``.
+"""
+from __future__ import annotations
+
+from ....ops.primitive import REGISTRY
+from .c import C, CLanguage
+from .kernel_ir import Compute, Kernel, Load, Loop, Reduce, Statement, Store
+
+STEP = "    "
+
+
+class CKernelRenderer:
+    """Renders one Kernel as C in `lang` (see the module docstring)."""
+
+    def __init__(self, kernel: Kernel, lang: CLanguage = C):
+        self.kernel = kernel
+        self.lang = lang
+
+    def _ctype(self, dtype_name: str) -> str:
+        return self.lang.type_name(dtype_name)
+
+    def statement(self, s: Statement, indent: str) -> list[str]:
+        lang = self.lang
+        if isinstance(s, Load):
+            return [indent + lang.local(self._ctype(s.dtype), s.name, lang.load(s.buffer, s.index))]
+        if isinstance(s, Compute):
+            ctype = lang.compute_type(s.dtype)
+            expr = s.operands[0] if s.copy else lang.expr(s.prim, ctype, list(s.operands))
+            return [indent + lang.local(ctype, s.name, expr)]
+        if isinstance(s, Store):
+            return [indent + lang.store(s.buffer, s.index, s.value)]
+        if isinstance(s, Loop):
+            epilogue = s.kind == "vector" and self.kernel.kind == "rows"
+            return ([f"{indent}/* epilogue: the full-size outputs */"] if epilogue else []) + self.loop(s, indent)
+        if isinstance(s, Reduce):
+            return self.reduce(s, indent)
+        raise TypeError(f"the C renderer cannot spell {type(s).__name__}")
+
+    def block(self, body: tuple, indent: str) -> list[str]:
+        return [line for s in body for line in self.statement(s, indent)]
+
+    def loop(self, s: Loop, indent: str) -> list[str]:
+        lang = self.lang
+        if s.kind == "parallel":
+            head = lang.outer_loop(s.var, s.stop)
+        elif self.kernel.kind == "elementwise":  # its columns may be shared by a team too
+            head = lang.inner_loop(s.var, s.stop)
+        else:
+            head = lang.loop(s.var, s.stop)
+        return [indent + head, *self.block(s.body, indent + STEP), indent + "}"]
+
+    def reduce(self, s: Reduce, indent: str) -> list[str]:
+        lang = self.lang
+        ctype = self._ctype(s.dtype)
+        suffix = lang.math("", ctype)
+        tag = s.name[1:] if s.name.startswith("t") else s.name
+        row, acc = f"p{tag}", f"a{tag}"
+        lines = [f"{indent}/* {s.op} over the row */"]
+        direct = s.row_load()
+        if direct is not None:
+            lines.append(f"{indent}{lang.pointer(ctype, row, const=True)} = {direct.buffer} + o * {s.stop};")
+        else:
+            lines.append(f"{indent}{lang.pointer(ctype, row)} = ({ctype} *)scratch;")
+            lines += self.loop(Loop(s.var, s.stop, "vector", (*s.body, Store(row, s.var, s.value))), indent)
+        if s.order == "sequential":
+            step = f"{acc} + {row}[j]" if s.op == "sum" else lang.expr(REGISTRY["maximum"], ctype, [acc, f"{row}[j]"])
+            lines += [f"{indent}{ctype} {acc} = {row}[0];",
+                      f"{indent}{lang.loop('j', s.stop, start='1')} {acc} = ({ctype})({step}); }}",
+                      f"{indent}const {ctype} {s.name} = {acc};"]
+        elif s.op == "sum":
+            lines.append(f"{indent}const {ctype} {s.name} = ({ctype})0 + kiln_pairwise_sum{suffix}({row}, {s.stop});")
+        elif s.op == "max":
+            lines += [f"{indent}const {ctype} {s.name} = kiln_row_max{suffix}({row}, {s.stop});",
+                      f"{indent}if ({s.name} == 0) flagged += kiln_mixed_zeros{suffix}({row}, {s.stop});"]
+        else:
+            raise ValueError(f"the C renderer has no reducer for {s.op!r}")
+        return lines
+
+    def function(self, name: str, storage: str = "") -> str:
+        """The C function alone (no prelude; `storage` may be "static")."""
+        lang, kernel = self.lang, self.kernel
+        params = [f"{lang.index_type} outer", f"{lang.index_type} inner"]
+        if kernel.kind == "rows":
+            params.append(lang.pointer("void", "scratch"))
+        params += [lang.pointer(self._ctype(p.dtype), p.name, const=not p.written, restrict=p.restrict)
+                   for p in kernel.params]
+        body = self.block(kernel.body, STEP)
+        if kernel.kind == "rows":
+            lines = lang.function(name, "long long", params, [f"{STEP}long long flagged = 0;", *body,
+                                                               f"{STEP}return flagged;"], storage)
+        else:
+            lines = lang.function(name, "void", params, body, storage, wide=kernel.compute_bound, split_inner=True)
+        return "\n".join([*lines, ""])
+
+
+def render_c(kernel: Kernel, name: str, storage: str = "", lang: CLanguage = C) -> str:
+    """The C function `name` computing `kernel` (no prelude; `storage` may be "static")."""
+    return CKernelRenderer(kernel, lang).function(name, storage)

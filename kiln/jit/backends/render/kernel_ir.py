@@ -1,0 +1,187 @@
+"""The kernel IR: what one generated kernel does, before any language spells it.
+
+The scheduler (cpu/fusion.py, cpu/rows.py) decides *which* graph nodes run together; the
+lowering (cpu/lower.py) turns each such group into a `Kernel` of this IR; a renderer spells
+the IR in one language: C for the CPU (render/c_kernels.py), CUDA C++ (cuda/kernels.py).
+
+A kernel works over an ``[outer, inner]`` view of its output: ``outer`` independent rows of
+``inner`` elements each, two sizes it is given when called. Its statements:
+
+* `Loop`: ``var`` over ``[0, stop)``. A ``parallel`` loop runs independent rows (OpenMP
+  threads or GPU blocks may share it); a ``vector`` loop runs independent elements of a row
+  (vectorized on the CPU, threads of a block on a GPU).
+* `Load`: a typed local from a buffer at an *index expression*: C-style integer arithmetic
+  over the loop variables ``o`` (row) and ``j`` (element) and the size ``inner``, such as
+  ``o * inner + j`` (a full-size input), ``j`` (the same row for every row, a bias), ``o``
+  (one value per row), ``0`` (a scalar) or a strided offset for inputs broadcast along
+  inner dims.
+* `Compute`: a typed local from one primitive applied to earlier locals (a `copy` for
+  identities such as reshape, or a broadcast read through its index instead).
+* `Store`: a local into a buffer at an index expression.
+* `Reduce`: a *reduce axis*: ``var`` over ``[0, stop)``, the statements of `body` computing
+  `value` for each element (the prologue), combined by ``op`` (sum or max) in a stated
+  ``order``: ``pairwise`` (NumPy's pairwise summation), ``sequential`` (left to right), or
+  ``any`` (an order-free maximum).
+
+Locals are single-assignment and typed by dtype name, so a renderer rounds every node where
+NumPy would. `Kernel.text()` prints the IR; a cpu plan shows its kernels in ``plan.kernel_ir``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True)
+class Param:
+    """A buffer argument of a kernel: `name` (out, out0, in1, ...), its dtype and element count."""
+
+    name: str
+    dtype: str
+    size: int
+    written: bool = False
+    restrict: bool = True  # no other parameter reaches its memory
+
+    def text(self) -> str:
+        flags = ", ".join(f for f, on in (("written", self.written), ("may alias", not self.restrict)) if on)
+        return f"{self.name}: {self.dtype}[{self.size}]" + (f" ({flags})" if flags else "")
+
+
+@dataclass(frozen=True)
+class Load:
+    """``name = buffer[index]``, a local of `dtype`."""
+
+    name: str
+    dtype: str
+    buffer: str
+    index: str
+
+    def lines(self, indent: str) -> list[str]:
+        return [f"{indent}{self.name}: {self.dtype} = {self.buffer}[{self.index}]"]
+
+
+@dataclass(frozen=True)
+class Compute:
+    """``name = prim(operands...)``, a local of `dtype`; `copy` marks an identity (the operand as it is)."""
+
+    name: str
+    dtype: str
+    prim: Any  # the Primitive: renderers spell it by its name, or its own c_expr
+    operands: tuple[str, ...]
+    copy: bool = False
+
+    def lines(self, indent: str) -> list[str]:
+        op = f"copy[{self.prim.name}]" if self.copy else self.prim.name
+        return [f"{indent}{self.name}: {self.dtype} = {op}({', '.join(self.operands)})"]
+
+
+@dataclass(frozen=True)
+class Store:
+    """``buffer[index] = value``."""
+
+    buffer: str
+    index: str
+    value: str
+
+    def lines(self, indent: str) -> list[str]:
+        return [f"{indent}{self.buffer}[{self.index}] = {self.value}"]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """``for var in [0, stop)``: `kind` "parallel" (independent rows) or "vector" (independent elements)."""
+
+    var: str
+    stop: str
+    kind: str
+    body: tuple["Statement", ...]
+
+    def lines(self, indent: str) -> list[str]:
+        head = f"{indent}for {self.var} in [0, {self.stop}) {self.kind}:"
+        return [head] + [line for s in self.body for line in s.lines(indent + "  ")]
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """``name = op over var in [0, stop) of value``, `body` computing `value` for each element."""
+
+    name: str
+    dtype: str
+    op: str  # "sum" or "max"
+    order: str  # "pairwise", "sequential" or "any"
+    var: str
+    stop: str
+    body: tuple["Statement", ...]
+    value: str
+
+    def lines(self, indent: str) -> list[str]:
+        head = (f"{indent}{self.name}: {self.dtype} = {self.op}[{self.order}] "
+                f"over {self.var} in [0, {self.stop}) of {self.value}:")
+        return [head] + [line for s in self.body for line in s.lines(indent + "  ")]
+
+    def row_load(self) -> Load | None:
+        """The load, when the prologue is just one input's own row (``in[o * inner + j]``): a renderer may
+        then reduce that row where it lies."""
+        if len(self.body) == 1 and isinstance(self.body[0], Load) and self.body[0].name == self.value \
+                and self.body[0].index == f"o * {self.stop} + {self.var}":
+            return self.body[0]
+        return None
+
+
+Statement = Union[Load, Compute, Store, Loop, Reduce]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One generated kernel: its buffers (outputs first, then inputs) and statements.
+
+    `kind` is "elementwise" (each output element from its own inputs: its vector loop may be
+    split across threads too) or "rows" (reductions over each row, with their prologue and epilogue).
+    `compute_bound`: its loops evaluate transcendentals, so wider vectors pay.
+    """
+
+    title: str
+    kind: str
+    params: tuple[Param, ...]
+    body: tuple[Statement, ...]
+    compute_bound: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def outputs(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.written)
+
+    @property
+    def inputs(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if not p.written)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(f"kernel {self.title!r} has no buffer {name!r}")
+
+    def reductions(self) -> list[Reduce]:
+        """Every Reduce statement, in program order."""
+        found: list[Reduce] = []
+
+        def walk(body: tuple) -> None:
+            for s in body:
+                if isinstance(s, Reduce):
+                    found.append(s)
+                if isinstance(s, (Loop, Reduce)):
+                    walk(s.body)
+
+        walk(self.body)
+        return found
+
+    def text(self) -> str:
+        """The kernel as readable text (one statement per line, nested by indentation)."""
+        lines = [f"kernel {self.title} ({self.kind}{', compute-bound' if self.compute_bound else ''})"]
+        lines += [f"  {p.text()}" for p in self.params]
+        lines += [f"  # {n}" for n in self.notes]
+        lines += [line for s in self.body for line in s.lines("  ")]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()

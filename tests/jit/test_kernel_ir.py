@@ -1,0 +1,178 @@
+"""The kernel IR (kiln/jit/backends/render/kernel_ir.py): how the scheduler's groups lower to it,
+how it prints, and the C and CUDA renderers driven by a hand-written IR alone (no graph behind it).
+The C kernels run against NumPy: bit for bit where the IR asks for NumPy's order."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn.functional as F
+from kiln.jit.backends.cpu.fusing import fuse
+from kiln.jit.backends.cpu.fusion import find_groups
+from kiln.jit.backends.cpu.lower import lower_elementwise
+from kiln.jit.backends.cuda.kernels import render_kernel
+from kiln.jit.backends.render import C
+from kiln.jit.backends.render.c_kernels import render_c
+from kiln.jit.backends.render.c_reducers import REDUCERS
+from kiln.jit.backends.render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Store
+from kiln.jit.frontends import trace_graph
+from kiln.ops.primitive import REGISTRY
+
+from native_helpers import needs_native
+
+
+def _fused_kernels(fn, *args) -> list:
+    return [n.prim for n in fuse(trace_graph(fn, *args), 1, 1).nodes if hasattr(n.prim, "kernel_ir")]
+
+
+def test_an_elementwise_group_lowers_to_loops_loads_and_one_store() -> None:
+    (kernel,) = _fused_kernels(lambda x, b: (x + b).relu() * 2.0, kiln.randn(64, 128), kiln.randn(128))
+    # x is read at its own element, the bias once per column, the literal 2.0 as a scalar
+    assert kernel.kernel_ir.text() == """\
+kernel fused[add -> relu -> mul] (elementwise)
+  out: float32[8192] (written)
+  in0: float32[8192]
+  in1: float32[128]
+  in2: float32[1]
+  for o in [0, outer) parallel:
+    for j in [0, inner) vector:
+      x0: float32 = in0[o * inner + j]
+      x1: float32 = in1[j]
+      x2: float32 = in2[0]
+      t0: float32 = add(x0, x1)
+      t1: float32 = relu(t0)
+      t2: float32 = mul(t1, x2)
+      out[o * inner + j] = t2"""
+
+
+def test_softmax_lowers_to_two_reduce_axes_and_an_epilogue() -> None:
+    (kernel,) = _fused_kernels(lambda x: F.softmax(x, dim=-1), kiln.randn(8, 50))
+    ir = kernel.kernel_ir
+    assert [(r.op, r.order) for r in ir.reductions()] == [("max", "any"), ("sum", "pairwise")]
+    # max(x); sum(exp(x - max)); 1 / sum once per row; then exp(x - max) * (1 / sum) for each element
+    assert ir.text() == """\
+kernel fused_rows[max -> sub -> exp -> sum -> div -> mul] (rows)
+  out0: float32[400] (written)
+  in0: float32[400]
+  in1: float32[1]
+  for o in [0, outer) parallel:
+    r1: float32 = in1[0]
+    t0: float32 = max[any] over j in [0, inner) of x0:
+      x0: float32 = in0[o * inner + j]
+    t3: float32 = sum[pairwise] over j in [0, inner) of t2:
+      x0: float32 = in0[o * inner + j]
+      t1: float32 = sub(x0, t0)
+      t2: float32 = exp(t1)
+    t4: float32 = div(r1, t3)
+    for j in [0, inner) vector:
+      x0: float32 = in0[o * inner + j]
+      t1: float32 = sub(x0, t0)
+      t2: float32 = exp(t1)
+      t5: float32 = mul(t2, t4)
+      out0[o * inner + j] = t5"""
+    assert ir.reductions()[0].row_load() is not None  # max reads x's row where it lies
+    assert ir.reductions()[1].row_load() is None  # the sum's prologue is computed
+
+
+def test_in_place_lowering_reads_through_the_output() -> None:
+    graph = trace_graph(lambda b, g: b * 0.9 + g, kiln.randn(64, 64), kiln.randn(64, 64))
+    (group,) = find_groups(graph, 1, 1)
+    ir = lower_elementwise(group, ["full", "scalar", "full"], in_place=0)
+    assert ir.param("out").restrict and ir.param("in0").restrict
+    assert "x0: float32 = out[o * inner + j]" in ir.text() and "may be the output's own memory" in ir.text()
+    aliased = lower_elementwise(group, ["row", "scalar", "full"], in_place=0)  # not read element by element
+    assert not aliased.param("out").restrict and not aliased.param("in0").restrict
+    assert "(written, may alias)" in aliased.text() and "x0: float32 = in0[j]" in aliased.text()
+    assert "float *out" in render_c(aliased, "k") and "const float *in0" in render_c(aliased, "k")
+
+
+def _row_stats(order: str, op: str = "sum") -> Kernel:
+    """out0[o] = op over the row of x*x (or x itself for max), out1 = x - that, per element."""
+    full = "o * inner + j"
+    if op == "max":
+        prologue: tuple = (Load("x0", "float32", "in0", full),)
+        value = "x0"
+    else:
+        prologue = (Load("x0", "float32", "in0", full), Compute("t0", "float32", REGISTRY["mul"], ("x0", "x0")))
+        value = "t0"
+    row = (
+        Reduce("t1", "float32", op, order, "j", "inner", prologue, value),
+        Store("out0", "o", "t1"),
+        Loop("j", "inner", "vector", (Load("x0", "float32", "in0", full),
+                                      Compute("t2", "float32", REGISTRY["sub"], ("x0", "t1")),
+                                      Store("out1", full, "t2"))),
+    )
+    params = (Param("out0", "float32", 0, written=True), Param("out1", "float32", 0, written=True),
+              Param("in0", "float32", 0))
+    return Kernel(f"hand-written {op}", "rows", params, (Loop("o", "outer", "parallel", row),))
+
+
+def _run_rows(kernel: Kernel, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    from kiln.jit.backends.cpu.toolchain import build  # noqa: PLC0415
+
+    fn = build("\n".join([C.prelude + REDUCERS, render_c(kernel, "kiln_fused")])).kiln_fused
+    fn.restype = ctypes.c_longlong
+    fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [ctypes.c_void_p] * 4
+    outer, inner = x.shape
+    stats, centered = np.empty(outer, np.float32), np.empty_like(x)
+    scratch = np.empty(inner, np.float64)
+    flagged = fn(outer, inner, scratch.ctypes.data, stats.ctypes.data, centered.ctypes.data, x.ctypes.data)
+    return stats, centered, flagged
+
+
+@needs_native
+def test_c_renders_a_hand_written_pairwise_sum_bit_for_bit() -> None:
+    x = np.random.default_rng(0).standard_normal((7, 1000)).astype(np.float32)
+    stats, centered, flagged = _run_rows(_row_stats("pairwise"), x)
+    expected = np.sum(x * x, axis=1)
+    assert flagged == 0
+    assert stats.tobytes() == expected.tobytes() and centered.tobytes() == (x - expected[:, None]).tobytes()
+
+
+@needs_native
+def test_c_renders_a_sequential_reduce_left_to_right() -> None:
+    x = np.random.default_rng(1).standard_normal((3, 300)).astype(np.float32)
+    stats, _, _ = _run_rows(_row_stats("sequential"), x)
+    expected = np.empty(3, np.float32)
+    for o in range(3):
+        acc = np.float32(x[o, 0] * x[o, 0])
+        for v in x[o, 1:]:
+            acc = np.float32(acc + np.float32(v * v))
+        expected[o] = acc
+    assert stats.tobytes() == expected.tobytes()
+    assert stats.tobytes() != np.sum(x * x, axis=1).tobytes()  # the orders differ on these rows
+
+
+@needs_native
+def test_c_max_counts_rows_whose_zero_maximum_has_both_signs() -> None:
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(np.float32) - 10
+    x[1, :2] = [0.0, -0.0]  # the maximum is zero, of undecidable sign
+    x[2, 5] = np.nan
+    stats, _, flagged = _run_rows(_row_stats("any", "max"), x)
+    assert flagged == 1
+    assert stats[0] == x[0].max() and stats[3] == x[3].max() and np.isnan(stats[2])
+
+
+def test_one_ir_two_languages() -> None:
+    kernel = _row_stats("pairwise")
+    c, cuda = render_c(kernel, "k"), render_kernel(kernel, "k")
+    assert "(float *)scratch" in c and "kiln_pairwise_sumf(p1, inner)" in c and "omp" in C.prelude
+    assert "scratch" not in cuda and cuda.count("kiln_block_reduce(") == 1
+    assert "for (long long o = blockIdx.x; o < outer; o += gridDim.x)" in cuda
+    assert "if (threadIdx.x == 0) out0[o] = t1;" in cuda  # one thread stores a per-row value
+    assert "out1[o * inner + j] = t2;" in cuda and "if (threadIdx.x == 0) out1" not in cuda
+    with pytest.raises(TypeError, match="expects a fused elementwise or row kernel"):
+        render_kernel(object(), "k")
+
+
+@needs_native
+def test_a_compiled_plan_shows_its_kernel_ir() -> None:
+    fast = kiln.compile(lambda x: F.softmax(x * 2.0, dim=-1))
+    with kiln.no_grad():
+        fast(kiln.randn(16, 32))
+    (entry,) = fast.cache_entries
+    text = entry.plan.kernel_ir
+    assert text.startswith("kernel fused_rows[") and "sum[pairwise] over j in [0, inner)" in text
