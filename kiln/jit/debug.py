@@ -3,9 +3,10 @@
 Set the environment variable before or while running::
 
     KILN_DEBUG=1 python train.py               # everything ("1", "true", "yes" and "all" work)
-    KILN_DEBUG=miss,passes python train.py     # a comma list of topics: trace, miss, passes, graphs, verify
+    KILN_DEBUG=miss,passes python train.py     # a comma list of topics: trace, miss, passes, graphs, kernels, verify
 
-`graphs` logs the graph text after each pass that changed it. `verify` checks every graph
+`graphs` logs the graph text after each pass that changed it, `kernels` the kernel IR of each
+fused kernel a cpu plan runs (render/kernel_ir.py). `verify` checks every graph
 a pass returns (`Graph.verify`); any KILN_DEBUG setting that switches a topic on does that
 too, and `set_verify(True)` does it with KILN_DEBUG unset (the test suite turns it on).
 
@@ -23,13 +24,13 @@ import sys
 from typing import Any, Iterable
 
 ENV_VAR = "KILN_DEBUG"
-TOPICS = ("trace", "miss", "passes", "graphs", "verify")
+TOPICS = ("trace", "miss", "passes", "graphs", "kernels", "verify")
 _ALL = frozenset(TOPICS)
 _ON = {"1", "true", "yes", "all", "on"}
 _OFF = {"", "0", "false", "no", "none", "off"}
 _ALIASES = {"trace": "trace", "traces": "trace", "miss": "miss", "misses": "miss",
             "pass": "passes", "passes": "passes", "graph": "graphs", "graphs": "graphs",
-            "verify": "verify"}
+            "kernel": "kernels", "kernels": "kernels", "verify": "verify"}
 
 logger = logging.getLogger("kiln.jit")
 _warned: set[str] = set()
@@ -131,6 +132,15 @@ def log_miss(name: str, number: int, reasons: Iterable[str]) -> None:
     """Cache miss number `number` of `name`, with the reasons explain() gives."""
     if enabled("miss"):
         _log(f"cache miss #{number} of {name}: " + "; ".join(reasons))
+
+
+def log_kernels(graph: Any) -> None:
+    """The kernel IR of each fused kernel in a lowered `graph` (topic `kernels`)."""
+    if not enabled("kernels"):
+        return
+    for node in graph.nodes:
+        if hasattr(node.prim, "kernel_ir"):
+            _log(f"kernel IR:\n{node.prim.kernel_ir.text()}")
 
 
 def log_passes(name: str, log: Any, backward_log: Any = None) -> None:

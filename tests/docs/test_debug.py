@@ -32,7 +32,7 @@ def _scaled_sum(x, w):
 
 @pytest.mark.parametrize("value", ["1", "true", "TRUE", "yes", "all", " all ", "on"])
 def test_switch_on_words_enable_every_topic(value):
-    assert debug.enabled_topics(value) == {"trace", "miss", "passes", "graphs", "verify"}
+    assert debug.enabled_topics(value) == {"trace", "miss", "passes", "graphs", "kernels", "verify"}
 
 
 @pytest.mark.parametrize("value", ["", "0", "false", "no", "off"])
@@ -44,7 +44,7 @@ def test_a_comma_list_selects_topics():
     assert debug.enabled_topics("trace,miss") == {"trace", "miss"}
     assert debug.enabled_topics("passes") == {"passes"}
     assert debug.enabled_topics("misses, traces") == {"miss", "trace"}
-    assert debug.enabled_topics("miss,all") == {"trace", "miss", "passes", "graphs", "verify"}
+    assert debug.enabled_topics("miss,all") == {"trace", "miss", "passes", "graphs", "kernels", "verify"}
     assert debug.enabled_topics("graph,verify") == {"graphs", "verify"}
 
 
@@ -52,7 +52,7 @@ def test_an_unknown_topic_is_reported_once_and_ignored(jit_log):
     assert debug.enabled_topics("miss,bogus-topic") == {"miss"}
     assert debug.enabled_topics("miss,bogus-topic") == {"miss"}
     said = [m for m in _messages(jit_log) if "bogus-topic" in m]
-    assert len(said) == 1 and "trace, miss, passes, graphs, verify" in said[0]
+    assert len(said) == 1 and "trace, miss, passes, graphs, kernels, verify" in said[0]
 
 
 def test_kiln_debug_1_logs_trace_miss_and_passes(monkeypatch, jit_log):
@@ -82,6 +82,20 @@ def test_a_topic_list_logs_only_those_topics(monkeypatch, jit_log):
     f(kiln.ones(2))
     messages = _messages(jit_log)
     assert messages == ["cache miss #1 of <lambda>: first call"]
+
+
+def test_the_kernels_topic_logs_each_fused_kernel_ir(monkeypatch, jit_log):
+    from kiln.jit.backends import cpu  # noqa: PLC0415
+
+    if not cpu.available():
+        pytest.skip("the cpu backend's kernels need a C compiler")
+    monkeypatch.setenv("KILN_DEBUG", "kernels")
+    f = kiln.compile(lambda x, b: (x + b).relu(), backend="cpu")
+    with kiln.no_grad():
+        f(kiln.randn(8, 16), kiln.randn(16))
+    messages = _messages(jit_log)
+    assert len(messages) == 1 and messages[0].startswith("kernel IR:\nkernel fused[add -> relu] (elementwise)")
+    assert "x1: float32 = in1[j]" in messages[0]  # the bias, read once per column
 
 
 def test_unset_logs_nothing_and_hits_log_nothing(monkeypatch, jit_log):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import warnings
 
+from ... import debug
 from ...ir import Graph
 from ..interpret import Plan
 from . import runtime, toolchain
@@ -59,8 +60,11 @@ def lower(graph: Graph) -> Plan | NativePlan:
             _warn(exc)
             return _interpreted(graph)
         if plan is not None:
+            debug.log_kernels(plan.graph)
             return plan
-    return python_plan(graph)
+    plan = python_plan(graph)
+    debug.log_kernels(plan.graph)
+    return plan
 
 
 def python_plan(graph: Graph) -> Plan:
