@@ -48,6 +48,22 @@ def test_convolutions_unfold_natively_and_equal_eager(dtype, stride, padding, di
     assert "native" in node_kinds(compiled, "unfold2d")
 
 
+@pytest.mark.parametrize("image, kernel, stride, padding, dilation", [
+    ((4, 4), (1, 3), 1, 1, 1),  # found by the fuzzer: GCC 12 -O3 miscompiled the per-element padding test
+    ((4, 4), (3, 1), 1, 1, 1),
+    ((5, 7), (2, 5), (1, 2), (2, 3), 1),
+    ((3, 3), (1, 1), 2, 2, 1),  # padding wider than the kernel reaches: whole rows and columns of padding
+    ((6, 5), (2, 3), 3, (1, 4), (2, 2)),
+    ((1, 9), (1, 4), (1, 3), (0, 5), (1, 3)),
+])
+def test_unfold_covers_odd_kernels_paddings_and_strides(image, kernel, stride, padding, dilation):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, *image)).astype(np.float32)
+    w = rng.standard_normal((2, 3, *kernel)).astype(np.float32)
+    compiled = _check(lambda x, w: F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation), x, w)
+    assert "native" in node_kinds(compiled, "unfold2d")
+
+
 def test_max_pool_with_padding_pads_with_minus_infinity():
     rng = np.random.default_rng(1)
     x = -np.abs(rng.standard_normal((2, 3, 9, 9))).astype(np.float32)  # all negative: a padded 0 would win

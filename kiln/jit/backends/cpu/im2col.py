@@ -31,34 +31,45 @@ def _literal(value: float, ctype: str) -> str:
 
 
 def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> list[str]:
-    """C statements writing the window columns of `x` (read with element `strides`) into C-ordered `out`."""
+    """C statements writing the window columns of `x` (read with element `strides`) into C-ordered `out`.
+
+    For each kernel column kj, the output columns k whose input column ``k*sw + kj*dw - pw`` lies
+    inside the image form one range [k0, k1), computed once: each output row is a run of padding, a
+    run of copies and a run of padding, with no test inside the loops. (A per-element test
+    ``ix in range ? img[..] : pad`` is what GCC 12 at -O3 with AVX2 miscompiled: loop unswitching and
+    vectorization together dropped the copies for some kj; tests/jit/test_native_im2col.py.)
+    """
     n, c, h, w = (int(d) for d in node.inputs[0].shape)
     _, _, kh, kw, oh, ow = (int(d) for d in node.out.shape)
     sn, sc, srow, scol = (int(s) for s in strides)
     p = node.params
     (sh, sw), (ph, pw), (dh, dw) = p["stride"], p["padding"], p["dilation"]
     pad = _literal(float(p["pad_value"]), ctype)
-    if ph == 0 and pw == 0:
-        column = f"row[k] = img[iy * {srow} + (k * {sw} + kj * {dw}) * {scol}];"
-        guard: list[str] = []
-    else:
-        column = (f"{{ const long long ix = k * {sw} + kj * {dw} - {pw}; "
-                  f"row[k] = (ix >= 0 && ix < {w}) ? img[iy * {srow} + ix * {scol}] : {pad}; }}")
-        guard = [f"                        if (iy < 0 || iy >= {h}) {{ for (long long k = 0; k < {ow}; k++) "
-                 f"row[k] = {pad}; continue; }}"]
+    fill = f"for (long long k = 0; k < {ow}; k++) row[k] = {pad};"
     return ["    {",
             f"        const {ctype} *restrict x = {x};",
             f"        {ctype} *restrict out = {out};",
             f"        for (long long nc = 0; nc < {n * c}; nc++) {{",
             f"            const {ctype} *restrict img = x + (nc / {c}) * {sn} + (nc % {c}) * {sc};",
             f"            for (long long ki = 0; ki < {kh}; ki++)",
-            f"                for (long long kj = 0; kj < {kw}; kj++)",
+            f"                for (long long kj = 0; kj < {kw}; kj++) {{",
+            "                    /* the output columns reading inside the image: k*sw + kj*dw - pw in [0, w) */",
+            f"                    const long long lo = {pw} - kj * {dw}, hi = {w + pw} - kj * {dw};",
+            f"                    long long k0 = lo <= 0 ? 0 : (lo + {sw - 1}) / {sw};",
+            f"                    long long k1 = hi <= 0 ? 0 : (hi + {sw - 1}) / {sw};",
+            f"                    if (k0 > {ow}) k0 = {ow};",
+            f"                    if (k1 > {ow}) k1 = {ow};",
+            "                    if (k1 < k0) k1 = k0;",
             f"                    for (long long y = 0; y < {oh}; y++) {{",
             f"                        {ctype} *restrict row = out + (((nc * {kh} + ki) * {kw} + kj) * {oh} + y) * {ow};",
             f"                        const long long iy = y * {sh} + ki * {dh} - {ph};",
-            *guard,
-            f"                        for (long long k = 0; k < {ow}; k++) {column}",
+            f"                        if (iy < 0 || iy >= {h}) {{ {fill} continue; }}",
+            f"                        for (long long k = 0; k < k0; k++) row[k] = {pad};",
+            f"                        for (long long k = k0; k < k1; k++) "
+            f"row[k] = img[iy * {srow} + (k * {sw} + kj * {dw} - {pw}) * {scol}];",
+            f"                        for (long long k = k1; k < {ow}; k++) row[k] = {pad};",
             "                    }",
+            "                }",
             "        }",
             "    }"]
 
