@@ -4,6 +4,7 @@ The C kernels run against NumPy: bit for bit where the IR asks for NumPy's order
 from __future__ import annotations
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -176,3 +177,41 @@ def test_a_compiled_plan_shows_its_kernel_ir() -> None:
     (entry,) = fast.cache_entries
     text = entry.plan.kernel_ir
     assert text.startswith("kernel fused_rows[") and "sum[pairwise] over j in [0, inner)" in text
+
+
+def _elementwise(*body) -> Kernel:
+    params = (Param("out", "float32", 4, written=True), Param("in0", "float32", 4))
+    return Kernel("k", "elementwise", params, (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", body),)),))
+
+
+LOAD = Load("x0", "float32", "in0", "o * inner + j")
+NEG = Compute("t0", "float32", REGISTRY["neg"], ("x0",))
+
+
+@pytest.mark.parametrize("kernel, message", [
+    (_elementwise(LOAD, Compute("t0", "float32", REGISTRY["neg"], ("x9",))), "'x9' is not defined before it"),
+    (_elementwise(NEG, LOAD), "'x0' is not defined before it"),
+    (_elementwise(LOAD, NEG, Store("in0", "o * inner + j", "t0")), "stores into input 'in0'"),
+    (_elementwise(Load("x0", "float32", "in7", "j"), Store("out", "j", "x0")), "no buffer named 'in7'"),
+    (_elementwise(Load("x0", "float32", "in0", "o * stride + j")), "the index uses ['stride']"),
+    (_elementwise(LOAD, LOAD), "'x0' is defined twice"),
+    (_elementwise(Loop("j", "inner", "vector", ())), "loop variable 'j' is already bound"),
+    (_elementwise(Loop("k", "inner", "diagonal", ())), "loop kind 'diagonal'"),
+    (_elementwise(Reduce("t0", "float32", "sum", "pairwise", "k", "inner", (LOAD,), "t9")),
+     "its value 't9' is not computed in its body"),
+    (_elementwise(Reduce("t0", "float32", "prod", "pairwise", "k", "inner", (LOAD,), "x0")), "a reduction is"),
+])
+def test_verify_names_what_is_wrong(kernel: Kernel, message: str) -> None:
+    from kiln.jit.backends.render.kernel_ir import KernelIRError  # noqa: PLC0415
+
+    with pytest.raises(KernelIRError, match=re.escape(message)):
+        kernel.verify()
+
+
+def test_verify_accepts_lowered_kernels_and_sibling_recomputation() -> None:
+    _elementwise(LOAD, NEG, Store("out", "o * inner + j", "t0")).verify()
+    strided = Load("x0", "float32", "in0", "(o % 6) * 20 + (long long)(((unsigned)j / 15u) * 5u + ((unsigned)j % 5u))")
+    _elementwise(strided, NEG, Store("out", "o * inner + j", "t0")).verify()  # 15u: a literal, not a name
+    _row_stats("pairwise").verify()  # x0 is loaded in the reduce axis and again in the epilogue
+    for kernel in _fused_kernels(lambda x: F.log_softmax(x * 2.0, dim=-1), kiln.randn(4, 33)):
+        kernel.kernel_ir.verify()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from ... import debug
 from ...ir import Node, Value
 from ..render.cstyle import index_expr
 from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
@@ -55,9 +56,16 @@ def lower_elementwise(group: Group, forms: list[str], in_place: int | None = Non
                             copy=node.prim.name == "expand"))  # a broadcast: read through its index form
     body.append(Store("out", FULL, names[root.id]))
     notes = (f"input {in_place} may be the output's own memory",) if in_place is not None else ()
-    return Kernel(f"fused[{describe_elementwise(group)}]", "elementwise", tuple(params),
-                  (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", tuple(body)),)),),
-                  compute_bound=any(n.prim.name in TRANSCENDENTAL for n in group.nodes), notes=notes)
+    return _checked(Kernel(f"fused[{describe_elementwise(group)}]", "elementwise", tuple(params),
+                           (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", tuple(body)),)),),
+                           compute_bound=any(n.prim.name in TRANSCENDENTAL for n in group.nodes), notes=notes))
+
+
+def _checked(kernel: Kernel) -> Kernel:
+    """`kernel`, verified first where graphs are (KILN_DEBUG, and the test suite: debug.set_verify)."""
+    if debug.verify_enabled():
+        kernel.verify()
+    return kernel
 
 
 class _RowLowering:
@@ -146,4 +154,4 @@ class _RowLowering:
 
 def lower_rows(group: RowGroup) -> Kernel:
     """The kernel computing one row group: a loop over rows holding its reductions, row nodes and epilogue."""
-    return _RowLowering(group).kernel()
+    return _checked(_RowLowering(group).kernel())

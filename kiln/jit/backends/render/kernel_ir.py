@@ -25,11 +25,26 @@ A kernel works over an ``[outer, inner]`` view of its output: ``outer`` independ
 
 Locals are single-assignment and typed by dtype name, so a renderer rounds every node where
 NumPy would. `Kernel.text()` prints the IR; a cpu plan shows its kernels in ``plan.kernel_ir``.
+`Kernel.verify()` checks that a kernel is well formed (the lowering runs it wherever graphs are
+verified: under KILN_DEBUG, and in the test suite).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Union
+
+LOOP_KINDS = ("parallel", "vector")
+KERNEL_KINDS = ("elementwise", "rows")
+REDUCE_OPS = ("sum", "max")
+REDUCE_ORDERS = ("pairwise", "sequential", "any")
+SIZES = ("outer", "inner")  # the sizes every kernel is given
+_INDEX_WORDS = ("unsigned", "long")  # the casts a strided index expression may spell
+_NAME = re.compile(r"(?<![A-Za-z_0-9])[A-Za-z_][A-Za-z_0-9]*")  # a name, not a literal's suffix (15u)
+
+
+class KernelIRError(ValueError):
+    """A kernel of the IR is malformed: `Kernel.verify` names the statement and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +146,11 @@ class Reduce:
 Statement = Union[Load, Compute, Store, Loop, Reduce]
 
 
+def _defined(body: tuple) -> set[str]:
+    """The locals a block defines at its own level."""
+    return {s.name for s in body if isinstance(s, (Load, Compute, Reduce))}
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One generated kernel: its buffers (outputs first, then inputs) and statements.
@@ -174,6 +194,55 @@ class Kernel:
 
         walk(self.body)
         return found
+
+    def verify(self) -> None:
+        """Check that the kernel is well formed; raise `KernelIRError` naming the first problem.
+
+        Checks: known kinds, reduce operators and orders; loads read parameters and stores write
+        written ones; every operand is a local defined earlier in an enclosing scope, and no local is
+        defined twice there (a sibling loop may recompute one); an index expression uses only the
+        sizes and the variables of the loops and reduce axes around it; a Reduce's value is defined
+        in its own body.
+        """
+        if self.kind not in KERNEL_KINDS:
+            raise KernelIRError(f"kernel {self.title}: kind {self.kind!r} is not one of {KERNEL_KINDS}")
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise KernelIRError(f"kernel {self.title}: a buffer name is repeated in {names}")
+        self._verify_block(self.body, set(), set(), "")
+
+    def _verify_block(self, body: tuple, scope: set[str], loop_vars: set[str], where: str) -> None:
+        scope = set(scope)
+        for s in body:
+            at = f"kernel {self.title}: {where}{s.lines('')[0].strip()!r}"
+            if isinstance(s, (Load, Store)):
+                buffer = next((p for p in self.params if p.name == s.buffer), None)
+                if buffer is None:
+                    raise KernelIRError(f"{at}: no buffer named {s.buffer!r}")
+                if isinstance(s, Store) and not buffer.written:
+                    raise KernelIRError(f"{at}: stores into input {s.buffer!r}")
+                unknown = set(_NAME.findall(s.index)) - loop_vars - set(SIZES) - set(_INDEX_WORDS)
+                if unknown:
+                    raise KernelIRError(f"{at}: the index uses {sorted(unknown)}, not a size or an enclosing "
+                                        f"loop's variable {sorted(loop_vars)}")
+            operands = (s.value,) if isinstance(s, Store) else s.operands if isinstance(s, Compute) else ()
+            for name in operands:
+                if name not in scope:
+                    raise KernelIRError(f"{at}: {name!r} is not defined before it")
+            if isinstance(s, (Loop, Reduce)):
+                if s.var in loop_vars:
+                    raise KernelIRError(f"{at}: loop variable {s.var!r} is already bound")
+                if isinstance(s, Loop) and s.kind not in LOOP_KINDS:
+                    raise KernelIRError(f"{at}: loop kind {s.kind!r} is not one of {LOOP_KINDS}")
+                if isinstance(s, Reduce) and (s.op not in REDUCE_OPS or s.order not in REDUCE_ORDERS):
+                    raise KernelIRError(f"{at}: a reduction is {REDUCE_OPS} in one of {REDUCE_ORDERS}")
+                self._verify_block(s.body, scope, loop_vars | {s.var}, f"in {s.var!r}'s loop, ")
+                if isinstance(s, Reduce) and s.value not in _defined(s.body):
+                    raise KernelIRError(f"{at}: its value {s.value!r} is not computed in its body")
+            if isinstance(s, (Load, Compute, Reduce)):
+                if s.name in scope:
+                    raise KernelIRError(f"{at}: {s.name!r} is defined twice")
+                scope.add(s.name)
 
     def text(self) -> str:
         """The kernel as readable text (one statement per line, nested by indentation)."""
