@@ -72,12 +72,14 @@ def rounding_noise(seed: int) -> Iterator[None]:
     rng = np.random.default_rng(seed)
 
     def nudge(a: Any) -> Any:
-        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+        # a kernel's 0-d result is often a NumPy scalar (np.exp of a 0-d array): nudged too, and kept a scalar
+        if isinstance(a, (np.ndarray, np.floating)) and a.dtype.kind == "f" and a.size:
             # a relative step in [eps, 2 eps] of either sign: at least an ulp (smaller steps often round
             # back unchanged), and never the same step twice (cancellations show their sensitivity)
             eps = np.finfo(a.dtype).eps
             step = rng.uniform(eps, 2 * eps, a.shape) * np.where(rng.random(a.shape) < 0.5, -1.0, 1.0)
-            return np.asarray((a * (1 + step)).astype(a.dtype))  # (a 0-d product is a NumPy scalar)
+            nudged = np.asarray((a * (1 + step)).astype(a.dtype))  # (a 0-d product is a NumPy scalar)
+            return nudged[()] if isinstance(a, np.floating) else nudged
         return a
 
     patched = []
