@@ -304,3 +304,21 @@ def test_a_fused_float32_transcendental_of_a_0d_value_is_within_its_ulp_bound():
         Input((), 'float64', fill='unit'),                                       # v1
         Op('bce_with_logits', (0, 1), {'reduction': 'mean'}),                    # v2
     ], outputs=(2,)))
+
+
+@pytest.mark.parametrize("program", [
+    Program(dtype='float32', seed=3, stmts=[
+        Input((1, 3, 4, 4), 'float32', grad=True),                               # v0
+        Input((2, 3, 1, 3), 'float32', grad=True),                               # v1
+        Op('conv2d', (0, 1), {'stride': 1, 'padding': 1, 'dilation': 1, 'groups': 1}), # v2
+    ], outputs=(2,)),
+    Program(dtype='float64', seed=0, stmts=[
+        Input((2, 2, 4, 6), 'float64'),                                          # v0
+        Input((1, 2, 1, 1), 'float64'),                                          # v1
+        Op('conv2d', (0, 1), {'stride': 1, 'padding': 1, 'dilation': 1, 'groups': 1}), # v2
+    ], outputs=(2,)),
+])
+def test_padded_convolutions_whose_im2col_loops_gcc_miscompiled(program):
+    # The native unfold2d's loops tested each element, then each row, for padding; GCC 12.2 at -O3
+    # with -march=native vectorized both into code that wrote padding over copied rows (up to 2.9 off).
+    assert_agrees(program)

@@ -50,6 +50,8 @@ def test_convolutions_unfold_natively_and_equal_eager(dtype, stride, padding, di
 
 @pytest.mark.parametrize("image, kernel, stride, padding, dilation", [
     ((4, 4), (1, 3), 1, 1, 1),  # found by the fuzzer: GCC 12 -O3 miscompiled the per-element padding test
+    ((4, 6), (1, 1), 1, 1, 1),  # found by the fuzzer next: ... and then the per-row one
+    ((7, 5), (3, 1), 1, 2, 1),
     ((4, 4), (3, 1), 1, 1, 1),
     ((5, 7), (2, 5), (1, 2), (2, 3), 1),
     ((3, 3), (1, 1), 2, 2, 1),  # padding wider than the kernel reaches: whole rows and columns of padding
@@ -96,3 +98,35 @@ def test_the_input_gradient_folds_natively_without_padding(dtype, stride, dilati
     assert set(node_kinds(compiled, "fold2d")) == {"native"}
     padded = _check(squared(1), x, w)
     assert set(node_kinds(padded, "fold2d")) == {"python"}
+
+
+def test_unfold_equals_eager_on_random_small_shapes():
+    """Random images, kernels, strides, paddings, dilations, dtypes, pad values and input layouts, each
+    unfolded natively and compared with eager bit for bit (the shapes where a miscompiled loop shows)."""
+    from kiln.functional.layers import unfold2d  # noqa: PLC0415
+
+    rng = np.random.default_rng(11)
+    checked = 0
+    while checked < 40:
+        (h, w), (kh, kw), (sh, sw) = rng.integers(1, 8, 2), rng.integers(1, 4, 2), rng.integers(1, 4, 2)
+        (ph, pw), (dh, dw) = rng.integers(0, 3, 2), rng.integers(1, 3, 2)
+        if h + 2 * ph - dh * (kh - 1) < 1 or w + 2 * pw - dw * (kw - 1) < 1:
+            continue
+        dtype = ("float32", "float64")[checked % 2]
+        x = rng.standard_normal((2, 2, h, w)).astype(dtype)
+        if checked % 3 == 0:  # a transposed view: read through its strides
+            x = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
+        params = [tuple(int(v) for v in pair) for pair in ((kh, kw), (sh, sw), (ph, pw), (dh, dw))]
+        pad_value = float("-inf") if checked % 4 == 1 else 0.0
+
+        def columns(t, params=params, pad_value=pad_value):
+            return unfold2d(t, *params, pad_value=pad_value) * 1.0
+
+        compiled = kiln.compile(columns, backend="cpu")
+        with kiln.no_grad():
+            want = columns(kiln.tensor(x)).numpy()
+            for _ in range(3):
+                got = compiled(kiln.tensor(x)).numpy()
+        assert_bitwise(got, want, f"unfold2d of {x.shape} with {params}", oracle="eager")
+        assert "native" in node_kinds(compiled, "unfold2d")
+        checked += 1

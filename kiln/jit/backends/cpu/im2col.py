@@ -30,14 +30,30 @@ def _literal(value: float, ctype: str) -> str:
     return f"({ctype}){float(value)!r}"
 
 
+def _inside(count: int, step: int, offset: int, size: int) -> tuple[str, str]:
+    """C expressions of [first, stop): the indices i < count whose ``i*step + offset`` lies in [0, size),
+    where `offset` is a C expression (clamped to [0, count])."""
+    return (f"kiln_clamp(kiln_ceil_div(-({offset}), {step}), 0, {count})",
+            f"kiln_clamp(kiln_ceil_div({size} - ({offset}), {step}), 0, {count})")
+
+
+UNFOLD_HELPERS = r"""
+/* unfold2d: ceil(a / b) for b > 0, and v clamped to [lo, hi] */
+static inline long long kiln_ceil_div(long long a, long long b) { return a > 0 ? (a + b - 1) / b : -(-a / b); }
+static inline long long kiln_clamp(long long v, long long lo, long long hi) { return v < lo ? lo : (v > hi ? hi : v); }
+"""
+
+
 def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> list[str]:
     """C statements writing the window columns of `x` (read with element `strides`) into C-ordered `out`.
 
-    For each kernel column kj, the output columns k whose input column ``k*sw + kj*dw - pw`` lies
-    inside the image form one range [k0, k1), computed once: each output row is a run of padding, a
-    run of copies and a run of padding, with no test inside the loops. (A per-element test
-    ``ix in range ? img[..] : pad`` is what GCC 12 at -O3 with AVX2 miscompiled: loop unswitching and
-    vectorization together dropped the copies for some kj; tests/jit/test_native_im2col.py.)
+    For each kernel offset (ki, kj), the output rows y whose input row ``y*sh + ki*dh - ph`` lies
+    inside the image form one range [y0, y1), and the output columns likewise [k0, k1), both
+    computed before the loops: the rows outside are padding, and each row inside is a run of
+    padding, a run of copies and a run of padding. No loop holds a branch. (Loops that tested
+    each row or element, ``iy in range ? ... : pad`` or ``if (iy out of range) { fill; continue; }``,
+    were miscompiled by GCC 12.2 at -O3 with -march=native: the vectorized loop wrote padding
+    over rows it had copied; tests/jit/test_native_im2col.py keeps the shapes that showed it.)
     """
     n, c, h, w = (int(d) for d in node.inputs[0].shape)
     _, _, kh, kw, oh, ow = (int(d) for d in node.out.shape)
@@ -45,31 +61,29 @@ def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> l
     p = node.params
     (sh, sw), (ph, pw), (dh, dw) = p["stride"], p["padding"], p["dilation"]
     pad = _literal(float(p["pad_value"]), ctype)
-    fill = f"for (long long k = 0; k < {ow}; k++) row[k] = {pad};"
+    y0, y1 = _inside(oh, sh, f"ki * {dh} - {ph}", h)
+    k0, k1 = _inside(ow, sw, f"kj * {dw} - {pw}", w)
     return ["    {",
             f"        const {ctype} *restrict x = {x};",
             f"        {ctype} *restrict out = {out};",
             f"        for (long long nc = 0; nc < {n * c}; nc++) {{",
             f"            const {ctype} *restrict img = x + (nc / {c}) * {sn} + (nc % {c}) * {sc};",
-            f"            for (long long ki = 0; ki < {kh}; ki++)",
+            f"            for (long long ki = 0; ki < {kh}; ki++) {{",
+            f"                const long long y0 = {y0}, y1 = {y1};",
             f"                for (long long kj = 0; kj < {kw}; kj++) {{",
-            "                    /* the output columns reading inside the image: k*sw + kj*dw - pw in [0, w) */",
-            f"                    const long long lo = {pw} - kj * {dw}, hi = {w + pw} - kj * {dw};",
-            f"                    long long k0 = lo <= 0 ? 0 : (lo + {sw - 1}) / {sw};",
-            f"                    long long k1 = hi <= 0 ? 0 : (hi + {sw - 1}) / {sw};",
-            f"                    if (k0 > {ow}) k0 = {ow};",
-            f"                    if (k1 > {ow}) k1 = {ow};",
-            "                    if (k1 < k0) k1 = k0;",
-            f"                    for (long long y = 0; y < {oh}; y++) {{",
-            f"                        {ctype} *restrict row = out + (((nc * {kh} + ki) * {kw} + kj) * {oh} + y) * {ow};",
-            f"                        const long long iy = y * {sh} + ki * {dh} - {ph};",
-            f"                        if (iy < 0 || iy >= {h}) {{ {fill} continue; }}",
+            f"                    const long long k0 = {k0}, k1 = {k1};",
+            f"                    {ctype} *restrict plane = out + ((nc * {kh} + ki) * {kw} + kj) * {oh * ow};",
+            f"                    for (long long i = 0; i < y0 * {ow}; i++) plane[i] = {pad};",
+            "                    for (long long y = y0; y < y1; y++) {",
+            f"                        {ctype} *restrict row = plane + y * {ow};",
+            f"                        const {ctype} *restrict src = img + (y * {sh} + ki * {dh} - {ph}) * {srow};",
             f"                        for (long long k = 0; k < k0; k++) row[k] = {pad};",
-            f"                        for (long long k = k0; k < k1; k++) "
-            f"row[k] = img[iy * {srow} + (k * {sw} + kj * {dw} - {pw}) * {scol}];",
+            f"                        for (long long k = k0; k < k1; k++) row[k] = src[(k * {sw} + kj * {dw} - {pw}) * {scol}];",
             f"                        for (long long k = k1; k < {ow}; k++) row[k] = {pad};",
             "                    }",
+            f"                    for (long long i = y1 * {ow}; i < {oh * ow}; i++) plane[i] = {pad};",
             "                }",
+            "            }",
             "        }",
             "    }"]
 
