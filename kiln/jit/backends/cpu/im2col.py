@@ -30,9 +30,9 @@ def _literal(value: float, ctype: str) -> str:
     return f"({ctype}){float(value)!r}"
 
 
-def _inside(count: int, step: int, offset: int, size: int) -> tuple[str, str]:
-    """C expressions of [first, stop): the indices i < count whose ``i*step + offset`` lies in [0, size),
-    where `offset` is a C expression (clamped to [0, count])."""
+def _inside(count: int, step: int, offset: str, size: int) -> tuple[str, str]:
+    """C expressions of [first, stop), both clamped to [0, count]: the indices i < count whose
+    ``i*step + offset`` lies in [0, size), for `offset` a C expression."""
     return (f"kiln_clamp(kiln_ceil_div(-({offset}), {step}), 0, {count})",
             f"kiln_clamp(kiln_ceil_div({size} - ({offset}), {step}), 0, {count})")
 
@@ -53,7 +53,8 @@ def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> l
     padding, a run of copies and a run of padding. No loop holds a branch. (Loops that tested
     each row or element, ``iy in range ? ... : pad`` or ``if (iy out of range) { fill; continue; }``,
     were miscompiled by GCC 12.2 at -O3 with -march=native: the vectorized loop wrote padding
-    over rows it had copied; tests/jit/test_native_im2col.py keeps the shapes that showed it.)
+    over rows it had copied; tests/jit/test_native_im2col.py and tests/fuzz/test_regressions.py keep
+    the shapes that showed it.)
     """
     n, c, h, w = (int(d) for d in node.inputs[0].shape)
     _, _, kh, kw, oh, ow = (int(d) for d in node.out.shape)
