@@ -34,7 +34,8 @@ from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
 from .fusion import STRIDED
 from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
 from .windows import is_window, render_window
-from .rowcode import ROW_PRELUDE, RowKernel, render_rows_function
+from ..render.c_reducers import REDUCERS
+from .rowcode import RowKernel, render_rows_function
 from .segment import INDEXED, Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
 SETUP = "kiln_setup"
@@ -340,9 +341,9 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tupl
              "#include <stddef.h>", layout.defines(), C_READERS, UNFOLD_HELPERS]
     if uses_blas:
         parts.append(blas_prelude(blas_int))  # type: ignore[arg-type]
-    # the row prelude (its pairwise sum also serves one-column sums), with its vector-width preference
+    # the row reducers (their pairwise sum also serves one-column sums), with their vector-width preference
     # kept to the row kernels
-    parts += [_GCC_ONLY, "#pragma GCC push_options", "#endif", ROW_PRELUDE, *rows_fns,
+    parts += [_GCC_ONLY, "#pragma GCC push_options", "#endif", REDUCERS, *rows_fns,
               _GCC_ONLY, "#pragma GCC pop_options", "#endif"]
     parts += elem_fns + consts + [seg.render() for seg in segments]
     parts.append("\n".join([

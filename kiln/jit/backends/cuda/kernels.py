@@ -22,10 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..cpu.fusion import Group
-from ..cpu.lower import lower_elementwise, lower_rows
-from ..cpu.rows import RowGroup
-from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
+from ..render.kernel_ir import Compute, Kernel, Load, Loop, Reduce, Statement, Store
 from .language import CUDA, CUDALanguage
 
 BLOCK = 256  # threads per block of every kernel (a multiple of 32, for the block reduction)
@@ -44,15 +41,12 @@ class CUDAKernelRenderer:
         self.lang = lang
         self.shared: set[str] = set()  # C types of the block reductions (one __shared__ array each)
 
-    def _param(self, name: str) -> Param:
-        return self.kernel.param(name)
-
     def statement(self, s: Statement, indent: str, per_thread: bool) -> list[str]:
         """`s` as CUDA lines; `per_thread`: inside a loop whose iterations the threads share (else a
         store is thread 0's alone, as every thread of the block holds the same row values)."""
         lang = self.lang
         if isinstance(s, Load):
-            p = self._param(s.buffer)
+            p = self.kernel.param(s.buffer)
             return [indent + lang.local(lang.compute_type(s.dtype), s.name,
                                         lang.load_value(s.buffer, s.index, p.dtype, p.size))]
         if isinstance(s, Compute):
@@ -60,7 +54,7 @@ class CUDAKernelRenderer:
             expr = s.operands[0] if s.copy else lang.expr(s.prim, ctype, list(s.operands))
             return [indent + lang.local(ctype, s.name, expr)]
         if isinstance(s, Store):
-            p = self._param(s.buffer)
+            p = self.kernel.param(s.buffer)
             store = lang.store_value(s.buffer, s.index, s.value, p.dtype, p.size)
             return [indent + (store if per_thread else f"if (threadIdx.x == 0) {store}")]
         if isinstance(s, Loop):
@@ -117,16 +111,6 @@ class CUDAKernelRenderer:
             "}",
             "",
         ])
-
-
-def render_elementwise(group: Group, forms: list[str], name: str, lang: CUDALanguage = CUDA) -> str:
-    """The ``__global__`` function computing one elementwise group (inputs read by `forms`)."""
-    return CUDAKernelRenderer(lower_elementwise(group, forms), lang).function(name)
-
-
-def render_rows(group: RowGroup, name: str, lang: CUDALanguage = CUDA) -> str:
-    """The ``__global__`` function computing one row group, one row per block."""
-    return CUDAKernelRenderer(lower_rows(group), lang).function(name)
 
 
 def render_kernel(kernel: Any, name: str, lang: CUDALanguage = CUDA) -> str:
