@@ -85,11 +85,12 @@ class CLIError(Exception):
 
 # ---- subcommands ------------------------------------------------------------------
 def cmd_info(args: argparse.Namespace) -> int:
-    """Print versions, the C compiler, the kernel cache and the devices."""
+    """Print versions, the C compiler, the CPU's and the kernels' SIMD levels, the kernel cache and the devices."""
     import numpy as np  # noqa: PLC0415
 
     import kiln  # noqa: PLC0415
     from kiln.bench.threads import available_cpus, numpy_blas_threads  # noqa: PLC0415
+    from kiln.jit.backends.cpu import simd  # noqa: PLC0415
 
     print(f"kiln {kiln.__version__} ({Path(kiln.__file__).parent})")
     print(f"python {platform.python_version()} ({sys.executable})")
@@ -101,6 +102,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"C compiler: {compiler[0]} ({compiler[1]})")
     else:
         print(f"C compiler: none found (looked for {', '.join(C_COMPILERS)} on PATH)")
+    print(f"cpu: {simd.describe()}")
     source = "$KILN_CACHE_DIR" if os.environ.get("KILN_CACHE_DIR") else "default"
     cache = kernel_cache_dir()
     print(f"kernel cache: {cache / 'kernels'} ({source}; {describe_kernel_cache(cache)})")

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..jit.backends.cpu import simd
 from .peers import import_torch
 from .report import Table, fmt, fmt_ratio, write_json
 from .threads import numpy_blas_threads
@@ -233,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
                        fmt_ratio(comp / peer if peer and comp else None)])
     print(f"compile: median of {args.repeat} samples after {args.warmup} warmup samples; "
           f"python {platform.python_version()}, BLAS threads {threads}")
+    print(f"cpu: {simd.describe()}")
     print(table.render())
     print("\ncompile/eager < 1 means kiln.compile is faster than kiln eager; compile/torch compares with "
           "PyTorch eager.")

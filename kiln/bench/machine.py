@@ -1,4 +1,4 @@
-"""What a benchmark ran on: the CPU, thread counts and library versions, as report lines."""
+"""What a benchmark ran on: the CPU and its SIMD level, thread counts and library versions, as report lines."""
 from __future__ import annotations
 
 import os
@@ -7,19 +7,8 @@ import shutil
 import subprocess
 from types import ModuleType
 
+from ..jit.backends.cpu import simd
 from .threads import available_cpus
-
-
-def cpu_model() -> str:
-    """The CPU's model name (Linux /proc/cpuinfo), else what `platform` knows."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def c_compiler() -> str:
@@ -35,13 +24,13 @@ def c_compiler() -> str:
 
 
 def describe(blas_threads: int, torch: ModuleType | None, jax: ModuleType | None) -> list[str]:
-    """Report lines naming the machine, thread counts and versions of every library timed."""
+    """Report lines naming the machine (CPU, its SIMD level and the kernels'), thread counts and versions."""
     import numpy  # noqa: PLC0415
 
     import kiln  # noqa: PLC0415
 
     unset = [v for v in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if v in os.environ]
-    lines = [f"machine: {cpu_model()}, {available_cpus()} CPUs available; {platform.platform()}",
+    lines = [f"machine: {simd.describe()}; {available_cpus()} CPUs available; {platform.platform()}",
              f"threads: NumPy BLAS {blas_threads}" + (f", torch {torch.get_num_threads()}" if torch else ""),
              f"versions: python {platform.python_version()}, kiln {getattr(kiln, '__version__', '?')}, "
              f"numpy {numpy.__version__}"

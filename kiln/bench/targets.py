@@ -5,6 +5,9 @@ kiln.compile, PyTorch eager, torch.compile and jax.jit (missing ones are skipped
 checks the code generator's targets, each a ratio of kiln.compile's median to a peer's:
 
     LayerNorm+tanh-GELU 4096x1024, inference   <= 1.0x jax.jit, <= 3x a memcpy of the input
+    softmax 4096x1024, last dim                 <= 1.0x jax.jit, <= 1.0x kiln eager
+    exact (erf) GELU 4096x1024                  <= 1.0x jax.jit, <= 1.0x kiln eager
+    cross-entropy 4096x1024, loss and gradient  <= 1.0x jax.jit, <= 1.0x kiln eager
     MLP 784-256-256-10 inference, batch 1       <= 0.5x jax.jit
     MLP training step, batch 128                <= 0.8x torch eager
     2 pre-norm transformer blocks, fwd+bwd      <= 0.9x torch eager
@@ -16,7 +19,8 @@ checks the code generator's targets, each a ratio of kiln.compile's median to a 
 
 Training steps compile the model and keep the loss and optimizer eager. Run it with
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (they slow NumPy's BLAS); the machine
-line says when they are set. Times are medians; "*" marks a noisy one.
+line says when they are set. Times are medians; "*" marks a noisy one. ``--cases softmax,GELU``
+runs only the cases whose name holds one of the substrings.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from . import first_call, isolate, target_cases
+from . import first_call, isolate, op_cases, target_cases
 from .peers import import_torch
 from .report import NOISY_NOTE, Table, fmt, fmt_timing, is_noisy, write_json
 from .target_cases import Peers
@@ -57,9 +61,13 @@ class Case:
     number: int | None = None  # calls per timed sample (None: enough for MIN_SAMPLE_S, see timing.py)
 
 
+_NEVER_SLOWER = (Target("jax.jit", 1.0), Target("kiln eager", 1.0))  # than jax.jit, and than kiln eager
 CASES = [
     Case("LayerNorm+GELU 4096x1024", "ms", target_cases.layer_norm_gelu,
          (Target("jax.jit", 1.0), Target("memcpy", 3.0))),
+    Case("softmax 4096x1024", "ms", op_cases.softmax, _NEVER_SLOWER),
+    Case("GELU (erf) 4096x1024", "ms", op_cases.gelu, _NEVER_SLOWER),
+    Case("cross-entropy fwd+bwd 4096x1024", "ms", op_cases.cross_entropy_fwd_bwd, _NEVER_SLOWER),
     Case("MLP inference B=1", "us", target_cases.mlp_inference_b1, (Target("jax.jit", 0.5),)),
     Case("MLP train step B=128", "ms", target_cases.model_train_step("mlp"), (Target("torch eager", 0.8),)),
     Case("2 transformer blocks fwd+bwd", "ms", target_cases.transformer_blocks, (Target("torch eager", 0.9),)),

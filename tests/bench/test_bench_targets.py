@@ -3,11 +3,20 @@ the machine line, each case's columns, target and verdict; no timing assertions.
 from __future__ import annotations
 
 import json
+import re
 
-from kiln.bench import targets
+import numpy as np
+import pytest
+
+import kiln
+from kiln.bench import op_cases, targets
 from kiln.bench.__main__ import main
+from kiln.bench.target_cases import Peers
 
 TINY = ["--repeat", "1", "--warmup", "0", "--no-torch-compile", "--no-process"]
+SIMD = r"(AVX-512|AVX2|AVX|SSE4\.2|SSE2|SVE2|SVE|NEON|scalar)"
+MACHINE_LINE = rf"^machine: .+: {SIMD}; kernels built for ({SIMD}|unknown) \(-march=\S+\); \d+ CPUs available"
+NEW_CASES = ["softmax 4096x1024", "GELU (erf) 4096x1024", "cross-entropy fwd+bwd 4096x1024"]
 
 
 def test_peers_flag_runs_the_targets_workload(tmp_path, capsys):
@@ -15,6 +24,7 @@ def test_peers_flag_runs_the_targets_workload(tmp_path, capsys):
     assert main(["--peers", *TINY, "--cases", "MLP inference", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("machine: ") and "versions: python" in out and "threads: NumPy BLAS" in out
+    assert re.search(MACHINE_LINE, out, re.MULTILINE), out  # the CPU, its SIMD level and the kernels'
     assert "MLP inference B=1" in out and "<= 0.5x jax.jit" in out
     assert "LayerNorm" not in out  # --cases picked one case
     data = json.loads(path.read_text())
@@ -25,6 +35,51 @@ def test_peers_flag_runs_the_targets_workload(tmp_path, capsys):
 def test_every_case_names_a_target_column_that_exists():
     for case in targets.CASES:
         assert case.targets and all(t.peer in targets.COLUMNS and t.limit > 0 for t in case.targets)
+
+
+def test_the_single_op_cases_are_held_to_jax_and_to_kiln_eager():
+    by_name = {case.name: case for case in targets.CASES}
+    for name in NEW_CASES:
+        assert {(t.peer, t.limit) for t in by_name[name].targets} == {("jax.jit", 1.0), ("kiln eager", 1.0)}
+
+
+@pytest.mark.parametrize("name", NEW_CASES)
+def test_each_single_op_case_builds_and_runs_its_kiln_loops(name):
+    case = next(c for c in targets.CASES if c.name == name)
+    loops = case.build(Peers(torch=None, jax=None, torch_compile=False))
+    assert set(loops) == {"kiln eager", "kiln.compile"}
+    for loop in loops.values():
+        loop(1)
+
+
+@pytest.mark.parametrize("fn", [op_cases.kiln_softmax, op_cases.kiln_gelu], ids=["softmax", "gelu"])
+def test_compiled_single_ops_match_eager(fn):
+    x = kiln.tensor(op_cases.inputs()[0])
+    np.testing.assert_allclose(kiln.compile(fn)(x).numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_cross_entropy_loss_and_gradient_match_eager():
+    x_np, t_np = op_cases.inputs()
+    assert x_np.shape == op_cases.SHAPE and t_np.shape == op_cases.SHAPE[:1]
+    results = []
+    for loss_fn in (op_cases.kiln_cross_entropy, kiln.compile(op_cases.kiln_cross_entropy)):
+        x = kiln.tensor(x_np, requires_grad=True)
+        loss = loss_fn(x, kiln.tensor(t_np))
+        loss.backward()
+        results.append((loss.item(), x.grad.numpy()))
+    (eager_loss, eager_grad), (compiled_loss, compiled_grad) = results
+    np.testing.assert_allclose(compiled_loss, eager_loss, rtol=1e-5)
+    np.testing.assert_allclose(compiled_grad, eager_grad, rtol=1e-5, atol=1e-9)
+
+
+def test_the_kiln_eager_target_uses_the_kiln_sides_column(tmp_path, capsys):
+    """A target whose peer is a kiln column gets its ratio from the child process's timings."""
+    path = tmp_path / "softmax.json"
+    assert main(["targets", *TINY, "--cases", "softmax", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "softmax 4096x1024" in out and "<= 1x kiln eager" in out and "GELU" not in out
+    row = json.loads(path.read_text())["results"]["softmax 4096x1024"]
+    assert row["ratio vs kiln eager"] == pytest.approx(row["kiln.compile"]["median"] / row["kiln eager"]["median"])
 
 
 def test_verdicts():

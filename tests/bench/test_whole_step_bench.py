@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,5 +63,7 @@ def test_the_workload_runs_and_reports_every_target(tmp_path):
     result = _run("-m", "kiln.bench", "whole-step", "--repeat", "1", "--warmup", "0", "--json", str(path))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "MLP SGD B=16" in result.stdout and "GPT AdamW" in result.stdout
+    simd = r"(AVX-512|AVX2|AVX|SSE4\.2|SSE2|SVE2|SVE|NEON|scalar)"
+    assert re.search(rf"^machine: .+: {simd}; kernels built for ", result.stdout, re.MULTILINE), result.stdout
     data = json.loads(path.read_text())
     assert len(data["results"]["targets"]) == len(whole_step.TARGETS)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import platform
+import re
 import subprocess
 import sys
 import time
@@ -12,6 +14,8 @@ import pytest
 from kiln.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+SIMD = r"(AVX-512|AVX2|AVX|SSE4\.2|SSE2|SVE2|SVE|NEON|scalar)"
+SIMD_LINE = rf"cpu: .+: {SIMD}; kernels built for ({SIMD}|unknown) \(-march=\S+\)"
 
 
 def run_kiln(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -23,9 +27,17 @@ def run_kiln(*args: str, env: dict | None = None, timeout: float = 120) -> subpr
 def test_info_prints_versions_compiler_cache_and_devices(tmp_path):
     result = run_kiln("info", env={"KILN_CACHE_DIR": str(tmp_path / "cache")})
     assert result.returncode == 0, result.stderr
-    for expected in ("kiln 0.", "python 3.", "numpy ", "C compiler:", "kernel cache:", "devices: cpu"):
+    for expected in ("kiln 0.", "python 3.", "numpy ", "C compiler:", "cpu: ", "kernel cache:", "devices: cpu"):
         assert expected in result.stdout
+    assert re.search(SIMD_LINE, result.stdout), result.stdout  # the CPU's SIMD level and the kernels'
     assert str(tmp_path / "cache") in result.stdout
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64-v2 is an x86 -march")
+def test_info_names_the_simd_level_of_a_lower_kiln_march(tmp_path):
+    result = run_kiln("info", env={"KILN_MARCH": "x86-64-v2", "KILN_CACHE_DIR": str(tmp_path / "cache")})
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"kernels built for (SSE4\.2|unknown) \(-march=x86-64-v2\)", result.stdout), result.stdout
 
 
 @pytest.mark.parametrize("args", [["--bogus"], ["demo", "--bogus"], ["demo", "--epochs", "0"],

@@ -35,7 +35,7 @@ def node_expr(prim_name: str, template: str | None, out_ctype: str, operands: li
     `template` is the primitive's own `c_expr`; the renderer's table takes precedence (see
     render/cstyle.py for the placeholders and the bool rules).
     """
-    return C.render_template(prim_name, C.ops.get(prim_name, template), out_ctype, operands)
+    return C.render_template(prim_name, C.spelling(prim_name, template, out_ctype), out_ctype, operands)
 
 
 def render_function(group: Group, forms: list[str], name: str = "kiln_fused", storage: str = "",

@@ -59,7 +59,29 @@ try:
 except ImportError:  # not POSIX: builds are not serialized across processes (loads still verify hashes)
     fcntl = None  # type: ignore[assignment]
 
-FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-std=c99", "-fPIC", "-shared"]  # no FMA: NumPy rounds a*b+c twice
+MARCH_ENV = "KILN_MARCH"  # e.g. x86-64-v3: build kernels for a lower target than this machine (default native)
+
+
+def march() -> str:
+    """The -march kernels are built for: $KILN_MARCH (read at import), else native."""
+    return _MARCH
+
+
+def _march_from_environment() -> str:
+    value = os.environ.get(MARCH_ENV, "").strip() or "native"
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", value):
+        raise ValueError(f"${MARCH_ENV} must name a -march target such as native, x86-64-v3 or armv8.2-a, "
+                         f"got {value!r}; fix or unset it")
+    return value
+
+
+_MARCH = _march_from_environment()
+# -ffp-contract=off: no FMA where the source does not ask for one (NumPy rounds a*b+c twice).
+# -fno-trapping-math: the generated source vectorizes without it (selects on bit patterns, see
+# render/vecmath.py; tests/jit/test_vectorize_targets.py builds without it), and it changes no result,
+# but it frees the compiler to if-convert what it otherwise keeps as branches.
+FLAGS = ["-O3", f"-march={_MARCH}", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-std=c99",
+         "-fPIC", "-shared"]
 if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686"):
     # 512-bit loads and stores split a cache line on every access unless the array is 64-byte
     # aligned, which NumPy does not promise: 256-bit vectors run ~1.4x faster on such arrays
@@ -87,6 +109,7 @@ _loaded: dict[str, ctypes.CDLL] = {}  # key -> library, for this process
 _probed: dict[tuple[str, ...], str | None] = {}  # compiler command -> why it does not work (None: it works)
 _versions: dict[tuple[str, ...], str] = {}
 _targets: dict[tuple[str, ...], str] = {}
+_macros: dict[tuple[str, ...], str] = {}  # compiler command -> its predefined macros under -march
 _openmp: dict[tuple[str, ...], bool] = {}  # compiler command -> whether it builds OpenMP kernels
 _runtime_prepared: list[bool] = []  # [whether kernels may run on teams], once libgomp is prepared
 _log = logging.getLogger("kiln.jit")
@@ -115,6 +138,7 @@ def _reset_state() -> None:
         _probed.clear()
         _versions.clear()
         _targets.clear()
+        _macros.clear()
         _openmp.clear()
         _stored.clear()
         _warned_dirs.clear()
@@ -390,22 +414,39 @@ def compiler_version(command: list[str]) -> str:
 
 
 def target_features(command: list[str]) -> str:
-    """What -march=native means on this machine (cached per process): a digest of the compiler's
-    predefined macros under it (__AVX2__ and the like), else of /proc/cpuinfo's flags."""
+    """What -march means on this machine (cached per process): a digest of the compiler's predefined
+    macros under it (__AVX2__ and the like), else of /proc/cpuinfo's flags."""
     key = tuple(command)
     if key not in _targets:
-        text = ""
-        try:
-            result = _run([*command, "-march=native", "-x", "c", "-E", "-dM", os.devnull],
-                          min(compiler_timeout(), 30.0))
-            if result.returncode == 0:
-                text = "macros:" + "\n".join(sorted(result.stdout.splitlines()))
-        except CompilerUnavailable:
-            pass
-        if not text:
-            text = "cpuinfo:" + _cpuinfo_flags()
+        text = _macro_text(command)
+        text = "macros:" + text if text else "cpuinfo:" + _cpuinfo_flags()
         _targets[key] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return _targets[key]
+
+
+def target_macros() -> set[str]:
+    """The names of the macros the configured compiler predefines under kiln's -march (empty without one)."""
+    try:
+        command = compiler_command()
+    except CompilerUnavailable:
+        return set()
+    return {line.split()[1] for line in _macro_text(command).splitlines() if line.startswith("#define ")}
+
+
+def _macro_text(command: list[str]) -> str:
+    """`command -march=... -dM -E` of an empty file, sorted ("" when it fails; cached per process)."""
+    key = tuple(command)
+    if key not in _macros:
+        text = ""
+        try:
+            result = _run([*command, f"-march={_MARCH}", "-x", "c", "-E", "-dM", os.devnull],
+                          min(compiler_timeout(), 30.0))
+            if result.returncode == 0:
+                text = "\n".join(sorted(result.stdout.splitlines()))
+        except CompilerUnavailable:
+            pass
+        _macros[key] = text
+    return _macros[key]
 
 
 def _cpuinfo_flags() -> str:

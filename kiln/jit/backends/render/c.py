@@ -61,8 +61,29 @@ class CLanguage(CStyleLanguage):
         "erf": "kiln_erf{f}({0})",
         "sigmoid": "kiln_sigmoid{f}({0})",
     }
+    # float selects chosen on bit patterns (kiln_select in vecmath.py), comparisons combined without
+    # short-circuits: no float operation runs for some lanes only, so the loops vectorize on AVX2 and
+    # NEON under GCC's default -ftrapping-math too. Same results as the shared ternaries.
+    float_selects: ClassVar[dict[str, str]] = {
+        "where": "kiln_select{f}({0}, {1}, {2})",
+        "maximum": "kiln_select{f}(({0} > {1}) | ({0} != {0}), {0}, {1})",
+        "minimum": "kiln_select{f}(({0} < {1}) | ({0} != {0}), {0}, {1})",
+        "relu": "kiln_select{f}(({0} > 0) | ({0} != {0}), {0}, 0)",
+        "sign": "kiln_select{f}({0} != {0}, {0}, ({0} > 0) - ({0} < 0))",
+    }
     prelude: ClassVar[str] = PRELUDE + "\n" + VECMATH + TEAM_PRELUDE
     wide_qualifier: ClassVar[str] = "KILN_WIDE_VECTORS"  # defined in VECMATH (512-bit vectors on x86 GCC)
+
+    def compute_type(self, dtype_name: str) -> str:
+        """A bool is computed in an int (0 or 1) and stored as a byte: GCC vectorizes a loop that turns
+        a comparison into a float through an int, not through an unsigned char."""
+        return "int" if dtype_name == "bool" else self.type_name(dtype_name)
+
+    def spelling(self, prim_name: str, template: str | None, out_ctype: str) -> str | None:
+        """The shared spelling, but a float select (where, maximum, minimum, relu, sign) on bit patterns."""
+        if out_ctype in self.math_suffixes and prim_name in self.float_selects:
+            return self.float_selects[prim_name]
+        return super().spelling(prim_name, template, out_ctype)
 
     # ---- threads (openmp.py): a kernel's loops run over the bounds its range function is given ----
     def outer_loop(self, var: str, stop: str) -> str:

@@ -21,6 +21,8 @@ from .c import C, CLanguage
 from .kernel_ir import Compute, Kernel, Load, Loop, Reduce, Statement, Store
 
 STEP = "    "
+# ends the opening line of every loop that must vectorize on every target (cpu/vector_report.py checks)
+VECTOR_LOOP = "/* kiln: vector loop */"
 
 
 class CKernelRenderer:
@@ -61,6 +63,8 @@ class CKernelRenderer:
             head = lang.inner_loop(s.var, s.stop)
         else:
             head = lang.loop(s.var, s.stop)
+        if s.kind == "vector":
+            head += " " + VECTOR_LOOP
         return [indent + head, *self.block(s.body, indent + STEP), indent + "}"]
 
     def reduce(self, s: Reduce, indent: str) -> list[str]:

@@ -103,9 +103,15 @@ class CStyleLanguage:
         """The expression template of primitive `prim`: the table's, else its own `c_expr`, else None."""
         return self.ops.get(prim.name, getattr(prim, "c_expr", None))
 
+    def spelling(self, prim_name: str, template: str | None, out_ctype: str) -> str | None:
+        """The template that spells primitive `prim_name` with output C type `out_ctype`: the table's,
+        else `template` (the primitive's own `c_expr`). A language may spell some types its own way."""
+        return self.ops.get(prim_name, template)
+
     def expr(self, prim: Any, out_ctype: str, operands: list[str]) -> str:
         """The expression computing `prim` (output of C type `out_ctype`) from C operand names."""
-        return self.render_template(prim.name, self.template(prim), out_ctype, operands)
+        template = self.spelling(prim.name, getattr(prim, "c_expr", None), out_ctype)
+        return self.render_template(prim.name, template, out_ctype, operands)
 
     def render_template(self, prim_name: str, template: str | None, out_ctype: str, operands: list[str]) -> str:
         """Expand `template` for one node; a bool result is compared with 0 (so 0 or 1, as NumPy
@@ -115,12 +121,12 @@ class CStyleLanguage:
         if template is None:
             raise ValueError(f"{prim_name} has no C expression: add it to {type(self).__name__}.ops, "
                              "or give the primitive a c_expr template")
-        bool_type = self.types["bool"]
-        if prim_name == "cast" and out_ctype == bool_type:
+        bool_types = {self.types["bool"], self.compute_type("bool")}
+        if prim_name == "cast" and out_ctype in bool_types:
             template = "({0} != 0)"  # a C conversion would truncate 0.5 to 0
         template = template.replace("{dtype}", out_ctype).replace("{f}", self.math_suffixes.get(out_ctype, ""))
         expr = template.format(*operands)
-        return f"(({expr}) != 0)" if out_ctype == bool_type else expr
+        return f"(({expr}) != 0)" if out_ctype in bool_types else expr
 
     # ---- statements -------------------------------------------------------------------------
     def local(self, ctype: str, name: str, expr: str) -> str:

@@ -43,8 +43,11 @@ VECMATH = r"""#include <stdint.h>
 #else
 #define KILN_WIDE_VECTORS
 #endif
-/* a*b+c: one rounding where the target has FMA, else two (the ulp bounds hold either way) */
-#if defined(__FMA__) || defined(__FMA4__)
+/* a*b+c: one rounding (fmaf) wherever the hardware fuses it: x86 with FMA (x86-64-v3 and above)
+   and every aarch64 CPU (AdvSIMD always has it). So AVX2, AVX-512, NEON and SVE builds give the
+   same bits; an x86 build without FMA rounds twice (within the same bound of NumPy, and within
+   FMA_CROSS_ULPS of the fused builds: tests/jit/test_vector_math.py). */
+#if defined(__FMA__) || defined(__FMA4__) || defined(__aarch64__)
 #define KILN_MADD(a, b, c) fmaf(a, b, c)
 #else
 #define KILN_MADD(a, b, c) ((a) * (b) + (c))
@@ -53,6 +56,20 @@ VECMATH = r"""#include <stdint.h>
 /* ---- float32: branch-free, no libm calls, so the loop around them vectorizes ---- */
 KILN_INLINE float kiln_f32_from_bits(int32_t i) { union { int32_t i; float f; } u; u.i = i; return u.f; }
 KILN_INLINE int32_t kiln_f32_bits(float f) { union { float f; int32_t i; } u; u.f = f; return u.i; }
+KILN_INLINE double kiln_f64_from_bits(int64_t i) { union { int64_t i; double f; } u; u.i = i; return u.f; }
+KILN_INLINE int64_t kiln_f64_bits(double f) { union { double f; int64_t i; } u; u.f = f; return u.i; }
+
+/* c ? a : b, chosen on bit patterns. Both sides are computed and only integer operations pick one,
+   so no float operation is left to run for some lanes only: a compiler that keeps FP traps exact
+   (GCC's default -ftrapping-math) vectorizes this without masked instructions (AVX2, NEON). */
+KILN_INLINE float kiln_selectf(int c, float a, float b) {
+    int32_t m = -(int32_t)(c != 0), ai = kiln_f32_bits(a), bi = kiln_f32_bits(b);
+    return kiln_f32_from_bits(bi ^ ((ai ^ bi) & m));  /* (a & m) | (b & ~m) crashes aarch64 GCC 12's SVE */
+}
+KILN_INLINE double kiln_select(int c, double a, double b) {
+    int64_t m = -(int64_t)(c != 0), ai = kiln_f64_bits(a), bi = kiln_f64_bits(b);
+    return kiln_f64_from_bits(bi ^ ((ai ^ bi) & m));
+}
 
 /* expm1(r) for |r| <= ln2/2: r + r^2 * P(r) */
 KILN_INLINE float kiln_expm1_reduced_f(float r) {
@@ -73,9 +90,9 @@ KILN_INLINE float kiln_reduce_ln2_f(float x, float *n) {
 }
 
 KILN_INLINE float kiln_expf(float x) {
-    float c = x > 100.0f ? 100.0f : x;
-    c = c < -110.0f ? -110.0f : c;
-    c = c != c ? 0.0f : c;
+    float c = kiln_selectf(x > 100.0f, 100.0f, x);
+    c = kiln_selectf(c < -110.0f, -110.0f, c);
+    c = kiln_selectf(c != c, 0.0f, c);
     float k;
     float r = kiln_reduce_ln2_f(c, &k);
     float p = 1.0f + kiln_expm1_reduced_f(r);
@@ -84,12 +101,13 @@ KILN_INLINE float kiln_expf(float x) {
     float s1 = kiln_f32_from_bits((n1 + 127) << 23);
     float s2 = kiln_f32_from_bits((n - n1 + 127) << 23);
     float y = (p * s1) * s2;
-    return x != x ? x : y;
+    return kiln_selectf(x != x, x, y);
 }
 
 KILN_INLINE float kiln_logf(float x) {
-    float xs = x * (x < 0x1p-126f ? 0x1p23f : 1.0f);  /* subnormals scaled up */
-    float bias = x < 0x1p-126f ? 23.0f : 0.0f;
+    int tiny = x < 0x1p-126f;
+    float xs = kiln_selectf(tiny, x * 0x1p23f, x);  /* subnormals scaled up */
+    float bias = kiln_selectf(tiny, 23.0f, 0.0f);
     int32_t ix = kiln_f32_bits(xs) - 0x3f3504f3;  /* m in [sqrt(1/2), sqrt(2)) */
     float f = kiln_f32_from_bits((ix & 0x007fffff) + 0x3f3504f3) - 1.0f;
     float s = f / (2.0f + f);
@@ -102,25 +120,24 @@ KILN_INLINE float kiln_logf(float x) {
     float hf = 0.5f * f * f;
     float k = (float)(ix >> 23) - bias;
     float y = k * 0x1.62e400p-1f + (f - (hf - (s * (hf + R) + k * 0x1.7f7d1cp-20f)));
-    /* special values as one addend that is 0 elsewhere: selects of constants only, so GCC keeps
-       the arithmetic above unconditional (it will not speculate a division that could trap) */
-    float special = x == 0.0f ? -INFINITY : 0.0f;
-    special += x < 0.0f ? NAN : 0.0f;
-    special += x == INFINITY ? INFINITY : 0.0f;
-    special += x != x ? x : 0.0f;
+    /* special values as one addend that is 0 elsewhere */
+    float special = kiln_selectf(x == 0.0f, -INFINITY, 0.0f);
+    special += kiln_selectf(x < 0.0f, NAN, 0.0f);
+    special += kiln_selectf(x == INFINITY, INFINITY, 0.0f);
+    special += kiln_selectf(x != x, x, 0.0f);
     return y + special;
 }
 
 KILN_INLINE float kiln_tanhf(float x) {
     float a = fabsf(x);
-    a = a < 9.2f ? a : 9.2f;  /* tanh rounds to 1 beyond */
+    a = kiln_selectf(a < 9.2f, a, 9.2f);  /* tanh rounds to 1 beyond */
     float k;
     float r = kiln_reduce_ln2_f(a + a, &k);
     float s = kiln_f32_from_bits(((int32_t)k + 127) << 23);
     float em = KILN_MADD(s, kiln_expm1_reduced_f(r), s - 1.0f);  /* expm1(2|x|) */
     float t = em / (em + 2.0f);
     float y = kiln_f32_from_bits(kiln_f32_bits(t) | (kiln_f32_bits(x) & (int32_t)0x80000000));
-    return x != x ? x : y;
+    return kiln_selectf(x != x, x, y);
 }
 
 KILN_INLINE float kiln_erff(float x) {
@@ -136,8 +153,8 @@ KILN_INLINE float kiln_erff(float x) {
     p = KILN_MADD(p, z, 0x1.20dd74p+0f);
     float small = a * p;
     /* 1 <= |x| <= 4: 1 - exp(h(x) - x^2), h a polynomial in x - 2.5 (erf rounds to 1 beyond 4) */
-    float b = a < 4.0f ? a : 4.0f;
-    b = b > 1.0f ? b : 1.0f;
+    float b = kiln_selectf(a < 4.0f, a, 4.0f);
+    b = kiln_selectf(b > 1.0f, b, 1.0f);
     float t = b - 2.5f;
     float h = 0x1.b130ecp-20f;
     h = KILN_MADD(h, t, -0x1.be9408p-17f);
@@ -149,14 +166,14 @@ KILN_INLINE float kiln_erff(float x) {
     h = KILN_MADD(h, t, -0x1.692520p-2f);
     h = KILN_MADD(h, t, -0x1.8e8b72p+0f);
     float large = 1.0f - kiln_expf(KILN_MADD(-b, b, h));
-    float y = a < 1.0f ? small : large;
+    float y = kiln_selectf(a < 1.0f, small, large);
     y = kiln_f32_from_bits(kiln_f32_bits(y) | (kiln_f32_bits(x) & (int32_t)0x80000000));
-    return x != x ? x : y;
+    return kiln_selectf(x != x, x, y);
 }
 
 KILN_INLINE float kiln_sigmoidf(float x) {
     float e = kiln_expf(-fabsf(x));
-    return x >= 0 ? 1.0f / (1.0f + e) : e / (1.0f + e);
+    return kiln_selectf(x >= 0, 1.0f / (1.0f + e), e / (1.0f + e));
 }
 
 /* ---- float64: libm (scalar), under the same names ---- */
