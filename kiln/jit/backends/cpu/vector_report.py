@@ -53,7 +53,7 @@ class CrossTarget:
         return None
 
     def command(self, source: Path, obj: Path) -> list[str]:
-        report = (["-fopt-info-vec", "-fno-ipa-icf"] if self.dialect == "gcc"
+        report = (["-fopt-info-vec-optimized-missed", "-fno-ipa-icf"] if self.dialect == "gcc"
                   else ["-Rpass=loop-vectorize", "-Rpass-missed=loop-vectorize"])
         openmp = ["-fopenmp"] if self.openmp else []
         return [self.compiler, *BASE_FLAGS, *openmp, *self.flags, *report, "-c", str(source), "-o", str(obj)]
