@@ -24,9 +24,10 @@ nothing from libm and read no tables.
   (error 1.3e-8); beyond, 1; the sign of x.
 * sigmoid: NumPy's kernel's own two branches around this exp.
 
-Where the target has FMA, polynomial steps use fmaf (one rounding; the source's
-contraction pragma does not touch an explicit fmaf); elsewhere a multiply and an add. The
-bounds hold either way. float64 keeps libm: same names, so a template such as
+Every select is kiln_select (on bit patterns, see its comment), so GCC vectorizes the loops on
+AVX2 and NEON as well as where masked vectors exist. Polynomial steps use fmaf wherever the
+hardware fuses (x86 FMA, every aarch64), so those targets give the same bits; elsewhere a
+multiply and an add. The bounds hold either way. float64 keeps libm: same names, so a template such as
 ``kiln_exp{f}({0})`` serves both types.
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ VECMATH = r"""#include <stdint.h>
 /* a*b+c: one rounding (fmaf) wherever the hardware fuses it: x86 with FMA (x86-64-v3 and above)
    and every aarch64 CPU (AdvSIMD always has it). So AVX2, AVX-512, NEON and SVE builds give the
    same bits; an x86 build without FMA rounds twice (within the same bound of NumPy, and within
-   FMA_CROSS_ULPS of the fused builds: tests/jit/test_vector_math.py). */
+   FMA_CROSS_ULPS of the fused builds: tests/jit/test_cross_target_bits.py). */
 #if defined(__FMA__) || defined(__FMA4__) || defined(__aarch64__)
 #define KILN_MADD(a, b, c) fmaf(a, b, c)
 #else
