@@ -21,6 +21,7 @@ import kiln.nn.functional as F
 from kiln.jit.api import trace_graph
 from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import fusion, rowcode
+from kiln.jit.backends.render import c_kernels
 from kiln.models.gpt import Block
 from jit_helpers import assert_bitwise, bits
 from tolerances import tol
@@ -446,6 +447,41 @@ def test_softmax_plan_shape(fuse_everything, dtype):
         assert names == ["fused_rows[max -> sub -> exp -> sum -> div -> mul]"]
     else:  # NumPy's float64 exp (SIMD) beats scalar libm
         assert names == ["fused_rows[max -> sub]", "exp", "fused_rows[sum -> div -> mul]"]
+
+
+def _row_kernel_node(fn, x):
+    (node,) = [n for n in _fused_graph(fn, kiln.tensor(x)).nodes if n.prim.name.startswith("fused_rows")]
+    return node
+
+
+def _row_function(source: str) -> str:
+    return source[source.index("kiln_fused_range("):]
+
+
+def _softmax_plus_square_sum(x):
+    """softmax, but a second reduction through scratch (the row's sum of squares) comes between."""
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True) + (x * x).sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("fn,exps", [(lambda x: F.softmax(x, -1), 1), (_softmax_plus_square_sum, 2)],
+                         ids=["softmax", "square-sum-between"])
+def test_an_epilogue_reads_exp_back_from_the_scratch_row(fuse_everything, monkeypatch, fn, exps):
+    """softmax's epilogue reads exp(x - max) from the row its sum left, rather than computing
+    exp again, unless another reduction through scratch overwrote that row; bit for bit what the
+    kernel computing it twice gives."""
+    x = _data((33, 1000), "float32", 5, specials=False)
+    x[1, 0], x[2, -1] = np.nan, -np.inf
+    reused = _row_kernel_node(fn, x)
+    assert _row_function(reused.prim.source).count("kiln_expf(") == exps
+    monkeypatch.setattr(c_kernels.CKernelRenderer, "reuse_scratch", False)
+    recomputed = _row_kernel_node(fn, x)
+    assert _row_function(recomputed.prim.source).count("kiln_expf(") == 2
+    inputs = [np.asarray(1.0, np.float32)] if len(reused.inputs) > 1 else []
+    got = reused.prim.kernel(np, x, *inputs)
+    want = recomputed.prim.kernel(np, x, *inputs)
+    assert_bitwise(np.asarray(got), np.asarray(want), "scratch reuse")
+    _check_compiled(fn, x, exact=False, ulps=SOFTMAX_ULPS)
 
 
 def test_not_grouped(fuse_everything):

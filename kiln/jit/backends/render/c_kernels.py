@@ -10,6 +10,10 @@
   is reduced where it lies. A ``sequential`` reduction is a left-to-right loop, and an ``any``
   order maximum counts the rows holding both +0 and -0 (their maximum's sign is NumPy's SIMD
   lanes' choice): a row kernel returns that count, so its caller can ask NumPy instead.
+* The values a reduction's prologue left in the scratch row stay there until the next
+  reduction through scratch; an epilogue computing one of them again (softmax's and
+  cross-entropy's ``exp(x - max)``) reads it from the row instead: the same value, computed
+  by the same code, without a second exp per element.
 
 Row kernels take ``(outer, inner, scratch, outputs..., inputs...)`` and return the count;
 elementwise kernels take ``(outer, inner, out, inputs...)``.
@@ -28,9 +32,13 @@ VECTOR_LOOP = "/* kiln: vector loop */"
 class CKernelRenderer:
     """Renders one Kernel as C in `lang` (see the module docstring)."""
 
+    reuse_scratch = True  # an epilogue reads values a prologue left in the scratch row (tests turn it off)
+
     def __init__(self, kernel: Kernel, lang: CLanguage = C):
         self.kernel = kernel
         self.lang = lang
+        self.kept: dict[str, tuple[str, str]] = {}  # value -> (scratch row holding it, its dtype)
+        self.vector_var: str | None = None  # the element index of the vector loop being rendered
 
     def _ctype(self, dtype_name: str) -> str:
         return self.lang.type_name(dtype_name)
@@ -41,6 +49,9 @@ class CKernelRenderer:
             return [indent + lang.local(self._ctype(s.dtype), s.name, lang.load(s.buffer, s.index))]
         if isinstance(s, Compute):
             ctype = lang.compute_type(s.dtype)
+            kept = self.kept.get(s.name)
+            if kept is not None and kept[1] == s.dtype and self.vector_var is not None and self.reuse_scratch:
+                return [indent + lang.local(ctype, s.name, f"{kept[0]}[{self.vector_var}]")]
             expr = s.operands[0] if s.copy else lang.expr(s.prim, ctype, list(s.operands))
             return [indent + lang.local(ctype, s.name, expr)]
         if isinstance(s, Store):
@@ -65,7 +76,10 @@ class CKernelRenderer:
             head = lang.loop(s.var, s.stop)
         if s.kind == "vector":
             head += " " + VECTOR_LOOP
-        return [indent + head, *self.block(s.body, indent + STEP), indent + "}"]
+        outer_var, self.vector_var = self.vector_var, s.var if s.kind == "vector" else self.vector_var
+        body = self.block(s.body, indent + STEP)
+        self.vector_var = outer_var
+        return [indent + head, *body, indent + "}"]
 
     def reduce(self, s: Reduce, indent: str) -> list[str]:
         lang = self.lang
@@ -78,8 +92,10 @@ class CKernelRenderer:
         if direct is not None:
             lines.append(f"{indent}{lang.pointer(ctype, row, const=True)} = {direct.buffer} + o * {s.stop};")
         else:
+            self.kept = {}  # this prologue overwrites the scratch row
             lines.append(f"{indent}{lang.pointer(ctype, row)} = ({ctype} *)scratch;")
             lines += self.loop(Loop(s.var, s.stop, "vector", (*s.body, Store(row, s.var, s.value))), indent)
+            self.kept = {s.value: (row, s.dtype)}
         if s.order == "sequential":
             step = f"{acc} + {row}[j]" if s.op == "sum" else lang.expr(REGISTRY["maximum"], ctype, [acc, f"{row}[j]"])
             lines += [f"{indent}{ctype} {acc} = {row}[0];",

@@ -98,11 +98,21 @@ KILN_INLINE float kiln_expf(float x) {
     float r = kiln_reduce_ln2_f(c, &k);
     float p = 1.0f + kiln_expm1_reduced_f(r);
     int32_t n = (int32_t)k;
-    int32_t n1 = n / 2;  /* two factors: each a normal power of two, one rounding at the end */
+    int32_t n1 = n >> 1;  /* two factors: each a normal power of two, one rounding at the end (any split
+                             rounds the same; the shift floors, so no sign fix-up as n / 2 needs) */
     float s1 = kiln_f32_from_bits((n1 + 127) << 23);
     float s2 = kiln_f32_from_bits((n - n1 + 127) << 23);
     float y = (p * s1) * s2;
     return kiln_selectf(x != x, x, y);
+}
+
+/* exp(x) where it is a normal float (-87.3 < x < 88.7, not NaN): kiln_expf's bits without its
+   clamps, its special cases and its second power of two (both products are exact there) */
+KILN_INLINE float kiln_expf_normal(float x) {
+    float k;
+    float r = kiln_reduce_ln2_f(x, &k);
+    float p = 1.0f + kiln_expm1_reduced_f(r);
+    return p * kiln_f32_from_bits(((int32_t)k + 127) << 23);
 }
 
 KILN_INLINE float kiln_logf(float x) {
@@ -166,7 +176,7 @@ KILN_INLINE float kiln_erff(float x) {
     h = KILN_MADD(h, t, 0x1.cb9f90p-5f);
     h = KILN_MADD(h, t, -0x1.692520p-2f);
     h = KILN_MADD(h, t, -0x1.8e8b72p+0f);
-    float large = 1.0f - kiln_expf(KILN_MADD(-b, b, h));
+    float large = 1.0f - kiln_expf_normal(KILN_MADD(-b, b, h));  /* log(erfc(b)) is in [-18.1, -1.8] */
     float y = kiln_selectf(a < 1.0f, small, large);
     y = kiln_f32_from_bits(kiln_f32_bits(y) | (kiln_f32_bits(x) & (int32_t)0x80000000));
     return kiln_selectf(x != x, x, y);
