@@ -16,7 +16,7 @@ Tested against NumPy in tests/jit/test_row_kernels.py.
 from __future__ import annotations
 
 REDUCERS = r"""
-#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 /* measured: row loops run faster with 512-bit vectors where the CPU has them (toolchain.py
    prefers 256 bits for plain elementwise loops, which store to full-size arrays) */
 #pragma GCC target("prefer-vector-width=512")

@@ -38,8 +38,9 @@ VECMATH = r"""#include <stdint.h>
 #else
 #define KILN_INLINE static inline
 #endif
-/* on a function whose loop computes these, wider vectors pay (they are compute-bound) */
-#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+/* on a function whose loop computes these, wider vectors pay (they are compute-bound): 512 bits where
+   the target has them (AVX-512); elsewhere the target's own width */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 #define KILN_WIDE_VECTORS __attribute__((target("prefer-vector-width=512"), noinline))  /* inlined, it would take its caller's width */
 #else
 #define KILN_WIDE_VECTORS
