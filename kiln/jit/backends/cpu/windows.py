@@ -15,6 +15,7 @@ import math
 
 from ...ir import Node
 from ....ops.reduce import windowed
+from ..render.c_kernels import VECTOR_LOOP
 from .codegen import node_expr
 from .fusion import offset_expression
 from .views import c_strides
@@ -45,6 +46,11 @@ def _kept(shape: tuple, strides: tuple, axes: tuple) -> list[tuple[int, int]]:
     return [(size, stride) for size, stride in dims] or [(1, 0)]
 
 
+# clang honours restrict on parameters only, not on these block-scope pointers: it is told that the
+# window loop's stores do not alias its loads (what restrict tells GCC)
+CLANG_NO_ALIAS = ["#if defined(__clang__)", "#pragma clang loop vectorize(assume_safety)", "#endif"]
+
+
 def render_window(node: Node, ctype: str, x: str, out: str) -> list[str]:
     """C statements reducing compact `x` into `out` (C-ordered, the reduced shape) as the eager kernel does."""
     shape = tuple(node.inputs[0].shape)
@@ -62,7 +68,8 @@ def render_window(node: Node, ctype: str, x: str, out: str) -> list[str]:
              f"        {ctype} *restrict out = {out};",
              f"        for (long long o = 0; o < {outer}; o++) {{",
              f"            const {ctype} *restrict row = x + {base};",
-             f"            for (long long j = 0; j < {inner}; j++) {{",
+             *CLANG_NO_ALIAS,
+             f"            for (long long j = 0; j < {inner}; j++) {{ {VECTOR_LOOP}",
              f"                {ctype} acc = row[j * {step} + {offsets[0]}];"]
     for off in offsets[1:]:
         lines.append(f"                acc = {node_expr(op, None, ctype, ['acc', f'row[j * {step} + {off}]'])};")
