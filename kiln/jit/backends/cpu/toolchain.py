@@ -68,10 +68,13 @@ def march() -> str:
 
 
 def _march_from_environment() -> str:
+    """$KILN_MARCH when it can be a -march value, else native (with a warning naming the fix)."""
     value = os.environ.get(MARCH_ENV, "").strip() or "native"
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", value):
-        raise ValueError(f"${MARCH_ENV} must name a -march target such as native, x86-64-v3 or armv8.2-a, "
-                         f"got {value!r}; fix or unset it")
+        warnings.warn(f"kiln: ${MARCH_ENV} must name a -march target such as native, x86-64-v3 or "
+                      f"armv8.2-a, got {value!r}; building kernels for native instead (fix or unset it)",
+                      RuntimeWarning, stacklevel=2)
+        return "native"
     return value
 
 
