@@ -77,21 +77,23 @@ def _one_input(peers: Peers, kiln_fn: Callable[[Any], Any], torch_fn: Callable[[
     return loops
 
 
+def _gradient_loop(loss_fn: Callable[[Any, Any], Any], x: Any, t: Any) -> Loop:
+    """A loop computing loss_fn(x, t) and its gradient w.r.t. `x` (a kiln or torch tensor), grad cleared first."""
+    def loop(n: int) -> None:
+        for _ in range(n):
+            x.grad = None
+            loss_fn(x, t).backward()
+    return loop
+
+
 def cross_entropy_fwd_bwd(peers: Peers) -> dict[str, Loop]:
     """Loops computing the mean cross-entropy of the logits and its gradient w.r.t. them."""
     import kiln  # noqa: PLC0415
 
     x_np, t_np = inputs()
     x, t = kiln.tensor(x_np, requires_grad=True), kiln.tensor(t_np)
-
-    def kiln_loop(loss_fn: Callable[[Any, Any], Any]) -> Loop:
-        def loop(n: int) -> None:
-            for _ in range(n):
-                x.grad = None
-                loss_fn(x, t).backward()
-        return loop
-
-    loops = {"kiln eager": kiln_loop(kiln_cross_entropy), "kiln.compile": kiln_loop(kiln.compile(kiln_cross_entropy))}
+    loops = {"kiln eager": _gradient_loop(kiln_cross_entropy, x, t),
+             "kiln.compile": _gradient_loop(kiln.compile(kiln_cross_entropy), x, t)}
     torch = peers.torch
     if torch is not None:
         tx, tt = torch.from_numpy(x_np.copy()).requires_grad_(), torch.from_numpy(t_np)
@@ -99,16 +101,9 @@ def cross_entropy_fwd_bwd(peers: Peers) -> dict[str, Loop]:
         def torch_loss(x: Any, t: Any) -> Any:
             return torch.nn.functional.cross_entropy(x, t)
 
-        def torch_loop(loss_fn: Callable[[Any, Any], Any]) -> Loop:
-            def loop(n: int) -> None:
-                for _ in range(n):
-                    tx.grad = None
-                    loss_fn(tx, tt).backward()
-            return loop
-
-        loops["torch eager"] = torch_loop(torch_loss)
+        loops["torch eager"] = _gradient_loop(torch_loss, tx, tt)
         if peers.torch_compile:
-            loops["torch.compile"] = torch_loop(_torch_compiled(torch, torch_loss))
+            loops["torch.compile"] = _gradient_loop(_torch_compiled(torch, torch_loss), tx, tt)
     jax = peers.jax
     if jax is not None:
         jnp = jax.numpy
