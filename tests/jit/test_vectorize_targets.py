@@ -1,8 +1,8 @@
 """Every vector loop of the representative workloads' plans vectorizes on every target.
 
 The plans' C (generated here, for this machine) is compiled for x86-64-v3 (AVX2) and
-x86-64-v4 (AVX-512) with GCC, x86-64-v3 with clang, and aarch64 with GCC (armv8.2-a NEON, and
-a Neoverse V1 with SVE), without ``-fno-trapping-math``, and each compiler's vectorizer report
+x86-64-v4 (AVX-512) with GCC, x86-64-v3 with clang, aarch64 with GCC (armv8.2-a NEON, and
+a Neoverse V1 with SVE) and aarch64 with clang (armv8.2-a NEON, as Apple silicon), without ``-fno-trapping-math``, and each compiler's vectorizer report
 must show every loop the renderers marked as a vector loop vectorized
 (kiln/jit/backends/cpu/vector_report.py). A target whose compiler is missing skips, naming the
 Debian package (.ci/run installs them). The last test shows the check failing on a loop made

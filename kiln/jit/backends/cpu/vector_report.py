@@ -45,11 +45,14 @@ class CrossTarget:
     dialect: str  # "gcc" (-fopt-info) or "clang" (-Rpass)
     package: str  # the Debian package that brings the compiler
     openmp: bool = True  # build with -fopenmp, as kiln does (clang's omp.h needs libomp-dev: the loops do not)
+    headers: str | None = None  # the target's C library headers, where they are not the compiler's own
 
     def missing(self) -> str | None:
         """Why this target cannot be built here (None when it can)."""
         if shutil.which(self.compiler) is None:
             return f"{self.compiler} is not installed (Debian package {self.package})"
+        if self.headers is not None and not Path(self.headers).is_dir():
+            return f"{self.headers} is missing (Debian package {CROSS_LIBC})"
         return None
 
     def command(self, source: Path, obj: Path) -> list[str]:
@@ -59,6 +62,7 @@ class CrossTarget:
         return [self.compiler, *BASE_FLAGS, *openmp, *self.flags, *report, "-c", str(source), "-o", str(obj)]
 
 
+CROSS_LIBC = "libc6-dev-arm64-cross"  # aarch64 glibc headers, for clang's cross builds
 TARGETS = [
     CrossTarget("gcc x86-64-v3 (AVX2)", "gcc", ("-march=x86-64-v3", *X86_WIDTH), "gcc", "gcc"),
     CrossTarget("gcc x86-64-v4 (AVX-512)", "gcc", ("-march=x86-64-v4", *X86_WIDTH), "gcc", "gcc"),
@@ -68,6 +72,9 @@ TARGETS = [
                 "gcc-aarch64-linux-gnu"),
     CrossTarget("gcc aarch64 Neoverse V1 (SVE)", "aarch64-linux-gnu-gcc", ("-mcpu=neoverse-v1",), "gcc",
                 "gcc-aarch64-linux-gnu"),
+    CrossTarget("clang aarch64 armv8.2-a (NEON, as on Apple silicon)", "clang",
+                ("--target=aarch64-linux-gnu", "-march=armv8.2-a"), "clang", "clang", openmp=False,
+                headers="/usr/aarch64-linux-gnu/include"),
 ]
 
 
