@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ...ir import Node
+from ..render.c_kernels import VECTOR_LOOP
 
 
 def unfold_problem(node: Node) -> str | None:
@@ -119,7 +120,7 @@ def render_fold(node: Node, ctype: str, cols: str, out: str) -> list[str]:
             f"                    for (long long y = 0; y < {oh}; y++) {{",
             f"                        {ctype} *restrict row = img + (i * {dh} + y * {sh}) * {w} + j * {dw};",
             f"                        const {ctype} *restrict in = src + ((i * {kw} + j) * {oh} + y) * {ow};",
-            f"                        for (long long x = 0; x < {ow}; x++) row[x * {sw}] = row[x * {sw}] + in[x];",
+            f"                        for (long long x = 0; x < {ow}; x++) row[x * {sw}] = row[x * {sw}] + in[x]; {VECTOR_LOOP}",
             "                    }",
             "        }",
             "    }"]

@@ -34,6 +34,7 @@ from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
 from .fusion import STRIDED
 from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
 from .windows import is_window, render_window
+from ..render.c_kernels import VECTOR_LOOP
 from ..render.c_reducers import REDUCERS
 from .rowcode import RowKernel, render_rows_function
 from .segment import INDEXED, Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
@@ -274,7 +275,7 @@ class _Segment:
                 f"        {ctype} *restrict o = {o};",
                 f"        for (long long j = 0; j < {cols}; j++) o[j] = {first};",
                 f"        for (long long r = 1; r < {rows}; r++)",
-                f"            for (long long j = 0; j < {cols}; j++) o[j] = o[j] + x[r * {cols} + j];",
+                f"            for (long long j = 0; j < {cols}; j++) o[j] = o[j] + x[r * {cols} + j]; {VECTOR_LOOP}",
                 "    }"]
 
 
