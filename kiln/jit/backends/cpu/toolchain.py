@@ -11,7 +11,8 @@ Loading a shared library runs its code, so the on-disk cache is treated as untru
   symlinks and loaded only when their bytes match the record; anything else (planted,
   truncated, garbage, missing its symbol) is rebuilt with a RuntimeWarning.
 * The key covers the source, the compiler command and version, the flags and the CPU
-  features ``-march=native`` targets, so a changed toolchain or machine never reuses a library.
+  features the ``-march`` targets (``native``, or ``$KILN_MARCH`` such as ``x86-64-v3``), so a
+  changed toolchain, machine or target never reuses a library.
 * Builds are atomic (temp file + rename) and serialized per key by a lock file, so
   concurrent processes never see half an entry and all load the same verified kernel.
 * Kernels are built with ``-fopenmp`` where the compiler can build and load a tiny OpenMP
@@ -20,7 +21,7 @@ Loading a shared library runs its code, so the on-disk cache is treated as untru
   that sleep rather than spin (OPENMP_WAIT_POLICY, unless $OMP_WAIT_POLICY or
   $GOMP_SPINCOUNT is set), so they do not steal the CPUs from NumPy's BLAS threads that
   run next (parallel.py).
-* Probing the compiler (a tiny build, OpenMP, ``--version``, the ``-march=native`` macros) takes
+* Probing the compiler (a tiny build, OpenMP, ``--version``, the ``-march`` macros) takes
   subprocesses; a working compiler's results are recorded as ``k_<key>.json`` with its
   ``.sha256``, keyed by the compiler binary (path, size, modification time), the flags and
   the CPU, and trusted like a kernel entry, so a new process with a warm cache runs none.

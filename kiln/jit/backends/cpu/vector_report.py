@@ -10,8 +10,8 @@ it: a clone for constant arguments, a versioned loop). A marked loop the compile
 vectorizing (a kernel called only on one element, whose loop is unrolled away) has no remark.
 
 The cross builds leave out ``-fno-trapping-math``, which kiln's own builds add: the source must
-vectorize without it (a select spelled on bit patterns, see render/vecmath.py), so that no
-compiler's defaults are relied on.
+vectorize without it (a select spelled on bit patterns, see render/vecmath.py): no single flag
+is relied on.
 
     >>> report = compile_report(plan.source, TARGETS[0])        # doctest: +SKIP
     >>> report.scalar                                          # doctest: +SKIP
