@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .target_cases import Peers, _jax_loop, _repeat, _torch_compiled
+from .target_cases import Peers, _jax_loop, _repeat, _torch_columns, _torch_compiled
 from .timing import Loop
 
 SHAPE = (4096, 1024)
@@ -67,10 +67,7 @@ def _one_input(peers: Peers, kiln_fn: Callable[[Any], Any], torch_fn: Callable[[
         def torch_op(x: Any) -> Any:
             return torch_fn(torch, x)
 
-        loops["torch eager"] = _repeat(lambda: torch_op(tx))
-        if peers.torch_compile:
-            torch_c = _torch_compiled(torch, torch_op)
-            loops["torch.compile"] = _repeat(lambda: torch_c(tx))
+        loops.update(_torch_columns(peers, torch_op, tx))
     jax = peers.jax
     if jax is not None:
         loops["jax.jit"] = _jax_loop(jax, jax.jit(lambda x: jax_fn(jax, x)), jax.numpy.asarray(x_np))

@@ -50,6 +50,15 @@ def _torch_compiled(torch: ModuleType, fn: Any) -> Any:
     return torch.compile(fn)
 
 
+def _torch_columns(peers: Peers, fn: Callable[[Any], Any], x: Any) -> dict[str, Loop]:
+    """"torch eager" (and "torch.compile" when asked for) loops computing fn(x)."""
+    loops = {"torch eager": _repeat(lambda: fn(x))}
+    if peers.torch_compile:
+        compiled = _torch_compiled(peers.torch, fn)
+        loops["torch.compile"] = _repeat(lambda: compiled(x))
+    return loops
+
+
 # ---- LayerNorm + tanh-GELU, inference ------------------------------------------------------
 def layer_norm_gelu(peers: Peers) -> dict[str, Loop]:
     import kiln  # noqa: PLC0415
@@ -76,10 +85,7 @@ def layer_norm_gelu(peers: Peers) -> dict[str, Loop]:
             return torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (LN_SHAPE[1],), tw, tb),
                                             approximate="tanh")
 
-        loops["torch eager"] = _repeat(lambda: torch_fn(tx))
-        if peers.torch_compile:
-            torch_c = _torch_compiled(torch, torch_fn)
-            loops["torch.compile"] = _repeat(lambda: torch_c(tx))
+        loops.update(_torch_columns(peers, torch_fn, tx))
     jax = peers.jax
     if jax is not None:
         jnp = jax.numpy
