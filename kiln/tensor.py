@@ -261,8 +261,9 @@ class Tensor:
             if self._hooks is None:
                 self._hooks = []
             hooks = self._hooks
+            LeafHookEpoch.bump()
         hooks.append(hook)
-        return _HookHandle(hooks, hook)
+        return _HookHandle(hooks, hook, leaf=self._node is None)
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> _HookHandle:
         """Call `hook(self)` once per backward pass, right after this leaf's ``.grad`` was updated.
@@ -280,7 +281,8 @@ class Tensor:
         if self._post_accumulate_hooks is None:
             self._post_accumulate_hooks = []
         self._post_accumulate_hooks.append(hook)
-        return _HookHandle(self._post_accumulate_hooks, hook)
+        LeafHookEpoch.bump()
+        return _HookHandle(self._post_accumulate_hooks, hook, leaf=True)
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Sequence[Tensor] | None = None) -> None:
@@ -396,15 +398,29 @@ def _init_from_array(t: Tensor, data: Any, device: Device, requires_grad: bool) 
         t.requires_grad_(True)
 
 
+class LeafHookEpoch:
+    """A process-wide counter bumped whenever a hook is registered on, or removed from, a leaf
+    tensor (a parameter). Hooks run inside a compiled training step, so compiled functions key
+    their plans on it: a hook added or removed between calls retraces instead of being missed."""
+
+    value = 0
+
+    @classmethod
+    def bump(cls) -> None:
+        cls.value += 1
+
+
 class _HookHandle:
     """Returned by register_hook; ``handle.remove()`` unregisters the hook."""
 
-    def __init__(self, hooks: list, hook: Callable):
-        self._hooks, self._hook = hooks, hook
+    def __init__(self, hooks: list, hook: Callable, leaf: bool):
+        self._hooks, self._hook, self._leaf = hooks, hook, leaf
 
     def remove(self) -> None:
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+            if self._leaf:
+                LeafHookEpoch.bump()
 
 
 def _private_copy(g: Tensor) -> Tensor:

@@ -13,8 +13,10 @@ from .. import autograd
 from ..tensor import Tensor
 from .autodiff import differentiate
 from .executor import InferenceEntry, OutputLayout, TrainingEntry
+from .output_alias import Source, find_aliases, source_of_spec
 from .passes import PassLog, inference_pipeline, logging_passes, run_pass, training_pipeline
 from .symbolic import unique_guards
+from .step_binding import grad_owner
 from .trace import Trace
 
 
@@ -34,14 +36,14 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
     out_leaves = traced.out_leaves
     positions = [i for i, x in enumerate(out_leaves) if isinstance(x, Tensor)]
     statics = {i: x for i, x in enumerate(out_leaves) if not isinstance(x, Tensor)}
-    arg_alias = {k: traced.leaf_of_tensor[id(out_leaves[pos])] for k, pos in enumerate(positions)
-                 if id(out_leaves[pos]) in traced.leaf_of_tensor}
-    layout = OutputLayout(traced.out_treedef, positions, statics, arg_alias)
+    binding = traced.tracer.step_binding
+    user_tensors = [out_leaves[pos] for pos in positions]
+    layout = OutputLayout(traced.out_treedef, positions, statics,
+                          find_aliases(user_tensors, alias_sources(traced), graph, alias_roots(graph, binding)))
     device = out_leaves[positions[0]].device if positions else None
     log = PassLog()
     backward_log = None
     shape_guards = list(traced.tracer.shape_guards)
-    binding = traced.tracer.step_binding
     user_outputs = graph.outputs[:binding.n_user] if binding is not None else graph.outputs
     # a step that ran backward inside needs no compiled backward: its outputs come back detached
     training = autograd.is_grad_enabled() and any(v.id in graph.requires_grad for v in user_outputs) and \
@@ -71,3 +73,53 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         summary += (f"\n  backward passes ({len(diff.backward.nodes)} -> {len(entry.backward_graph.nodes)} "
                     f"nodes):\n{backward_log}")
     return Built(entry, log, backward_log, summary)
+
+
+def alias_sources(traced: Trace) -> list[tuple[Source, Tensor]]:
+    """The tensors a returned tensor may be (or view) that live outside the plan, as they are at
+    the end of the trace: arguments, parameters, buffers and captured tensors, and the optimizer
+    state and ``.grad`` s a whole step reads or sets."""
+    sources: list[tuple[Source, Tensor]] = []
+    for x in traced.in_leaves:
+        if isinstance(x, Tensor) and traced.leaf_of_tensor.get(id(x)) is not None:
+            index = traced.leaf_of_tensor[id(x)]
+            if traced.in_leaves[index] is x and not any(s.ref == index for s, _ in sources):
+                sources.append((Source("arg", index), x))
+    for spec in traced.graph.specs:
+        if spec.kind in ("param", "buffer", "captured"):
+            sources.append((Source("tensor", spec.ref), spec.ref))
+    binding = traced.tracer.step_binding
+    if binding is not None:
+        for optimizer, _ in binding.optimizers:
+            for param, entries in optimizer.state.items():
+                for key, value in entries.items():
+                    if isinstance(value, Tensor):
+                        sources.append((Source("optstate", (optimizer, param, key)), value))
+        targets = [target for target, _ in binding.grad_sets] + [target for target, _ in binding.grad_guards]
+        for target in dict.fromkeys(targets):
+            grad = grad_owner(target, traced.in_leaves)._grad
+            if grad is not None:
+                sources.append((Source("grad", target), grad))
+    return sources
+
+
+def alias_roots(graph: Any, binding: Any) -> dict[int, Source]:
+    """Graph value id -> the source whose live tensor holds that value after a replay: the
+    inputs, the values written back into state, and the grads and state a whole step sets."""
+    roots: dict[int, Source] = {}
+    for value, spec in zip(graph.inputs, graph.specs):
+        source = source_of_spec(spec.kind, spec.ref)
+        if source is not None:
+            roots[value.id] = source
+    for write in graph.state_writes:
+        source = source_of_spec(write.kind, write.ref)
+        if source is not None:
+            roots[write.value.id] = source
+    if binding is not None:
+        extra = graph.outputs[binding.n_user:]
+        for target, index in binding.grad_sets:
+            if index is not None:
+                roots[extra[index].id] = Source("grad", target)
+        for path, index, _ in binding.state_sets:
+            roots[extra[index].id] = Source("optstate", path)
+    return roots

@@ -23,7 +23,9 @@ from .. import autograd
 from ..autograd import Node
 from ..ops.primitive import Primitive
 from ..tensor import Tensor
+from . import state_locks
 from .ir import Graph, InputSpec
+from .output_alias import OutputAliases
 from .pytree import TreeDef, unflatten
 from .step_binding import StepBinding, grad_owner, state_entry, write_target
 from .step_binding import memory_owner as _owner
@@ -76,23 +78,24 @@ class OutputLayout:
     """How to rebuild the user's output pytree from plan outputs and static leaves."""
 
     def __init__(self, treedef: TreeDef, tensor_slots: list[int], statics: dict[int, Any],
-                 arg_alias: dict[int, int]):
+                 aliases: OutputAliases):
         self.treedef = treedef
         self.tensor_slots = tensor_slots  # leaf position of each tensor output, in graph output order
         self.statics = statics  # leaf position -> non-tensor value
-        self.arg_alias = arg_alias  # graph output index -> input leaf index (output *is* an input)
+        self.aliases = aliases  # outputs that are (or view) inputs, state or other outputs, as in eager
         self.single = treedef.kind == "leaf" and len(tensor_slots) == 1
 
     def build(self, tensors: list[Tensor], leaves: list, dims: dict | None = None) -> Any:
+        if self.aliases:
+            tensors = self.aliases.apply(tensors, leaves, dims)
         if self.single:  # the function returned one tensor
-            return tensors[0] if not self.arg_alias else leaves[self.arg_alias[0]]
+            return tensors[0]
         out: list[Any] = [None] * self.treedef.num_leaves
         statics = self.statics if dims is None else resolve_output_statics(self.statics, dims)
         for pos, value in statics.items():  # a returned size (dynamic_dims) is this call's
             out[pos] = value
-        for k, (pos, t) in enumerate(zip(self.tensor_slots, tensors)):
-            alias = self.arg_alias.get(k)
-            out[pos] = leaves[alias] if alias is not None else t
+        for pos, t in zip(self.tensor_slots, tensors):
+            out[pos] = t
         return unflatten(self.treedef, out)
 
 
@@ -124,15 +127,20 @@ class InferenceEntry:
     def run(self, leaves: list, dims: dict | None) -> Any:
         binding = self.binding
         if binding is None:
-            outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
-            write_state(self.graph, writes, leaves)
+            if not self.graph.state_writes:
+                outs, _ = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
+                return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
+            with state_locks.hold(state_locks.written_by(self.graph, leaves)):
+                outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
+                write_state(self.graph, writes, leaves)
             return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
-        inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=binding.env() if binding.sources else None)
-        outs, writes = self.plan.run(inputs, dims)
-        write_state(self.graph, writes, leaves)
-        n = binding.n_user
-        user = [_wrap(o, self.device) for o in outs[:n]]
-        binding.apply(outs[n:], leaves, {id(_owner(a)) for a in (*inputs, *writes, *outs[:n])})
+        with state_locks.hold(state_locks.written_by(self.graph, leaves, binding)):
+            inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=binding.env() if binding.sources else None)
+            outs, writes = self.plan.run(inputs, dims)
+            write_state(self.graph, writes, leaves)
+            n = binding.n_user
+            user = [_wrap(o, self.device) for o in outs[:n]]
+            binding.apply(outs[n:], leaves, {id(_owner(a)) for a in (*inputs, *writes, *outs[:n])})
         return self.layout.build(user, leaves, dims)
 
 
@@ -266,19 +274,21 @@ class TrainingEntry:
     def run(self, leaves: list, dims: dict | None) -> Any:
         """Run the forward plan on this call's inputs; the outputs get the call's autograd node."""
         binding = self.binding
-        env = binding.env() if binding is not None and binding.sources else None
-        inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=env)
-        outs, writes = self.forward_plan.run(inputs, dims)
-        residuals = outs[self.n_outputs:]
-        saved = self._saved_inputs(residuals, inputs, leaves) if residuals else ()
-        if self.graph.state_writes and saved:
-            residuals = self._copy_written(residuals, saved, leaves)
-        write_state(self.graph, writes, leaves)
-        n_user = binding.n_user if binding is not None else self.n_outputs
-        user = [_wrap(o, self.device) for o in outs[:n_user]]
-        if binding is not None:  # grads and optimizer state the function set (no backward inside)
-            binding.apply(outs[n_user:self.n_outputs], leaves,
-                          {id(_owner(a)) for a in (*inputs, *writes, *outs[:n_user], *residuals)})
+        writing = self.graph.state_writes or binding is not None
+        with state_locks.hold(state_locks.written_by(self.graph, leaves, binding) if writing else ()):
+            env = binding.env() if binding is not None and binding.sources else None
+            inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=env)
+            outs, writes = self.forward_plan.run(inputs, dims)
+            residuals = outs[self.n_outputs:]
+            saved = self._saved_inputs(residuals, inputs, leaves) if residuals else ()
+            if self.graph.state_writes and saved:
+                residuals = self._copy_written(residuals, saved, leaves)
+            write_state(self.graph, writes, leaves)
+            n_user = binding.n_user if binding is not None else self.n_outputs
+            user = [_wrap(o, self.device) for o in outs[:n_user]]
+            if binding is not None:  # grads and optimizer state the function set (no backward inside)
+                binding.apply(outs[n_user:self.n_outputs], leaves,
+                              {id(_owner(a)) for a in (*inputs, *writes, *outs[:n_user], *residuals)})
         if autograd.is_grad_enabled():
             diff_inputs = tuple(self._input_tensor(i, leaves) for i in self.grad_inputs)
             # no differentiable path (e.g. only floor_divide): the outputs still require grad, as in eager
@@ -313,7 +323,7 @@ class TrainingEntry:
         """
         owners = {id(_owner(r)) for r in residuals}
         return tuple((weakref.ref(t), i, t._version) for i, t in enumerate(user)
-                     if i not in self.layout.arg_alias and id(_owner(t._data)) in owners)
+                     if i not in self.layout.aliases.by_identity and id(_owner(t._data)) in owners)
 
     def _copy_written(self, residuals: list, saved: list, leaves: list) -> list:
         """Residuals that alias an input this call writes back to keep the value the forward used."""

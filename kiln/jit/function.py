@@ -53,7 +53,7 @@ def _reusable(entry: Any, dims: dict | None, leaves: list) -> bool:
 MAX_SIZE_VARIANTS = 4  # plans kept under one key that differ only in the sizes they specialized to
 # stale reasons whose plans are kept as variants: the state they were traced for may come back
 # (another size; .grad None again after an outside zero_grad; a flag flipped back)
-_VARIANT_KINDS = ("shape guard", "grad", "hyperparameter")
+_VARIANT_KINDS = ("shape guard", "grad", "hyperparameter", "output layout")
 
 
 def _serving(entry: Any, dims: dict | None, leaves: list) -> Any:
@@ -84,6 +84,11 @@ def _stale_reason(entry: Any, dims: dict | None, leaves: list) -> MissReason | N
     guards = getattr(entry, "shape_guards", None)
     if guards and not guards_hold(guards, dims):
         return MissReason("a Python branch on a dynamic size goes the other way for these sizes", "shape guard")
+    layout = getattr(entry, "layout", None)
+    if layout is not None and layout.aliases:
+        reason = layout.aliases.stale_reason(leaves)
+        if reason is not None:
+            return MissReason(reason, "output layout")
     binding = getattr(entry, "binding", None)
     if binding is not None:
         return binding.stale_reason(leaves)
@@ -261,6 +266,7 @@ class JITFunction:
             self._log.lines.append(f"  fallback to eager: {tracer.graph_break}")
             return FallbackEntry(tracer.graph_break)
         built = build_entry(traced, passes=self.passes, lower=self._lower, backend=self.backend_name)
+        self._report_shared_outputs(built.entry.layout.aliases.notes)
         self._pass_logs[key] = built.log
         for _, old in self._latest_logs:
             old.drop_graphs()  # keep the graphs of one compile only: memory stays flat
@@ -278,6 +284,16 @@ class JITFunction:
             if self.fullgraph:
                 raise GraphBreakError(f"kiln.compile({self.__name__}, fullgraph=True): {note.message}")
             self._warn_once(note.tag, f"kiln.compile({self.__name__}): {note.message}")
+
+    def _report_shared_outputs(self, notes: list[str]) -> None:
+        """Outputs that share memory in eager but come back from replays as separate tensors."""
+        for note in notes:
+            message = (f"kiln.compile({self.__name__}): {note}; a compiled call returns them as separate tensors, "
+                       "so a write through one is not seen in the other, as it is in eager. Fix: return the "
+                       "tensor they are views of as well, or .clone() them in the function")
+            if self.fullgraph:
+                raise GraphBreakError(message)
+            self._warn_once(f"shared outputs {note}", message)
 
     def _check_static_outputs(self, tracer: Tracer, out_leaves: list) -> None:
         """A plan returns its non-tensor outputs as traced; an object that may hold tensors or be

@@ -36,8 +36,9 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ..tensor import Tensor
+from ..tensor import LeafHookEpoch, Tensor
 from .module_state import SCALARS as _SCALARS, ModuleState
+from .pytree import flatten
 from .read_scan import MUTATORS, scan
 from .read_values import MISSING, OPAQUE, ByIdentity, TooLarge, attr, class_attribute, content_key, default_of, \
     evaluate, is_compiled, item, root_value
@@ -304,6 +305,8 @@ class _Analysis:
                 return
         if value is MISSING or isinstance(value, (_SCALARS, Tensor, np.ndarray)):
             self.add(root, steps)
+            if isinstance(value, Tensor):
+                self.tensor_hooks(value, depth)
         elif isinstance(value, Module):
             if id(value) not in self.covered or root[0] != "const":
                 self.add(root, steps)
@@ -319,11 +322,24 @@ class _Analysis:
         else:  # containers and other objects: by content (within a budget) or identity
             self.add(root, steps)
             if type(value) in (list, tuple, dict):
-                for member in (value.values() if type(value) is dict else value):
-                    if isinstance(member, Module):
-                        self.module(member, depth + 1)
+                self.members(value, depth + 1)
             elif callable(value):
                 self.function(value, depth=depth + 1)
+
+    def members(self, container: Any, depth: int) -> None:
+        """What a container read by content holds and the function may call (``ACTS[name](x)``, a
+        computed key): its modules and user functions are read too, nested containers included."""
+        from ..nn.module import Module  # noqa: PLC0415
+
+        if depth > _DEPTH_LIMIT:
+            return
+        for member in (container.values() if type(container) is dict else container):
+            if isinstance(member, Module):
+                self.module(member, depth + 1)
+            elif type(member) in (list, tuple, dict):
+                self.members(member, depth + 1)
+            elif callable(member) and not isinstance(member, (type, *_UNGUARDED)):
+                self.function(member, depth=depth + 1)  # functions, methods, partials, callable objects
 
     def module(self, module: Any, depth: int) -> None:
         """A module runs inside the trace: its user-written forwards and hooks are read too."""
@@ -337,10 +353,19 @@ class _Analysis:
             forward = type(m).__dict__.get("forward") or getattr(type(m), "forward", None)
             if isinstance(forward, types.FunctionType) and _is_user_code(forward.__code__):
                 self.function(types.MethodType(forward, m), depth=depth + 1)
+            for p in m._parameters.values():
+                if p is not None:
+                    self.tensor_hooks(p, depth)
             if id(m) == self.root_id:
                 continue
             for hook in list(m._forward_pre_hooks.values()) + list(m._forward_hooks.values()):
                 self.function(hook, depth=depth + 1)
+
+    def tensor_hooks(self, t: Tensor, depth: int) -> None:
+        """The gradient hooks of a leaf tensor run inside a compiled backward: their reads are
+        guarded like the function's own (which hooks exist is keyed by `LeafHookEpoch`)."""
+        for hook in (t._hooks or []) + (t._post_accumulate_hooks or []):
+            self.function(hook, depth=depth + 1)
 
 
 class Guards:
@@ -366,6 +391,13 @@ class Guards:
         covered = {id(m) for m in self._covered_root.modules()} if self._covered_root is not None else set()
         analysis = _Analysis(covered, self._covered_root)
         analysis.function(self._fn, args, kwargs, top=True)
+        for leaf in flatten((args, kwargs))[0]:  # the arguments' own gradient hooks
+            if isinstance(leaf, Tensor):
+                analysis.tensor_hooks(leaf, 0)
+        for optimizer in list(analysis.optimizers.values()):
+            for group in optimizer.param_groups:
+                for p in dict.get(group, "params", ()):
+                    analysis.tensor_hooks(p, 0)
         signature = tuple(analysis.chains)
         with self._lock:
             changed = self._chains is None or signature_id_of(self._signatures, signature) != self._signature_id
@@ -382,8 +414,9 @@ class Guards:
         if self._chains is None:
             self.refresh(args, kwargs)
         chains = self._chains
+        hooks = LeafHookEpoch.value
         if not chains:
-            return None
+            return None if hooks == 0 else ("guards", self._signature_id, (), (), hooks)
         modules: list = []
         values = []
         for root, steps, where in chains:
@@ -397,7 +430,7 @@ class Guards:
                 values.append(("error", type(exc).__name__))
         covered = self._covered
         modules = [m for m in modules if id(m) not in covered]
-        return ("guards", self._signature_id, tuple(values), self._module_state(modules) if modules else ())
+        return ("guards", self._signature_id, tuple(values), self._module_state(modules) if modules else (), hooks)
 
     def _too_large(self, name: str, where: str, what: str) -> None:
         tag = f"too large {name}"
@@ -429,6 +462,9 @@ class Guards:
         if a[3] != b[3]:
             reasons.append(MissReason("a module the function uses changed (training mode, attributes, structure "
                                       "or requires_grad)", "module"))
+        if a[4] != b[4]:
+            reasons.append(MissReason("a gradient hook was registered on or removed from a leaf tensor (hooks run "
+                                      "inside a compiled backward)", "hooks"))
         return reasons
 
     def _module_state(self, modules: list) -> tuple:
@@ -438,7 +474,7 @@ class Guards:
 
 def _guard_part(statics: tuple) -> tuple | None:
     last = statics[-1] if statics else None
-    return last if isinstance(last, tuple) and len(last) == 4 and last[0] == "guards" else None
+    return last if isinstance(last, tuple) and len(last) == 5 and last[0] == "guards" else None
 
 
 _OPTIMIZER_CAPTURED = ("param_groups", "state")  # an optimizer's attributes a trace reads through its capture

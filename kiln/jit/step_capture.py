@@ -75,6 +75,7 @@ class StepCapture:
         self.grads: dict[int, _GradRecord] = {}
         self.optimizers: dict[int, _OptimizerRecord] = {}
         self.known: dict[int, InputSpec] = {}  # id(tensor) -> where it is read on each call
+        self._counts: dict[tuple, tuple[HyperScalar, int]] = {}  # step counters advanced: (count now, version)
         self.backward_ran = False
 
     # ---- hyperparameters -------------------------------------------------------------
@@ -104,21 +105,41 @@ class StepCapture:
         self.add_hyper_guard(("==", ("src", self._source(source)), ("num", value)), True)  # anything else: exact
         return value
 
-    def state_count(self, optimizer: Any, param: Tensor, key: str) -> Any:
-        """``optimizer.state[param][key]`` (a 0-d tensor) as the host number it holds at the start of
-        each call: a `HyperScalar` for state present when the step began, else its traced value (a
-        plan that creates the state runs only when it is absent, so it always starts the same)."""
-        t = optimizer.state[param][key]
+    def advance_count(self, optimizer: Any, param: Tensor, key: str) -> Any:
+        """Add one in place to the step counter ``optimizer.state[param][key]`` (a 0-d tensor) and
+        return the new count as a host number: for state present when the step began, a
+        `HyperScalar` recomputed from the count at the start of each call plus the advances the
+        step made before (a step may call ``optimizer.step()`` more than once); for state the step
+        created, its traced value (a plan that creates the state runs only when it is absent, so
+        it always starts the same)."""
+        counter = optimizer.state[param][key]
         record = self.optimizers.get(id(optimizer))
-        if record is None or record.state.get(id(param), {}).get(key) is not t:
-            return float(t._data)
-        source = StateSource(optimizer, param, key)
-        index = self._source_index.get((id(optimizer), id(param), key))
-        if index is None:
-            index = self._source_index[(id(optimizer), id(param), key)] = len(self.sources)
-            self.sources.append(source)
-        self.hypers_seen = True
-        return HyperScalar(float(t._data), ("src", index))
+        ident = (id(optimizer), id(param), key)
+        if record is None or record.state.get(id(param), {}).get(key) is not counter:
+            before: Any = float(counter._data)
+        elif ident in self._counts:
+            before, version = self._counts[ident]
+            if counter._version != version:
+                self._counter_written(optimizer, key)
+        else:
+            if self._written_by_trace(counter):
+                self._counter_written(optimizer, key)
+            index = self._source_index.get(ident)
+            if index is None:
+                index = self._source_index[ident] = len(self.sources)
+                self.sources.append(StateSource(optimizer, param, key))
+            self.hypers_seen = True
+            before = HyperScalar(float(counter._data), ("src", index))
+        counter.add_(1)
+        after = before + 1
+        if isinstance(after, HyperScalar):
+            self._counts[ident] = (after, counter._version)
+        return after
+
+    def _counter_written(self, optimizer: Any, key: str) -> None:
+        self._break(f"{type(optimizer).__name__} state {key!r}, a step counter, was written inside the compiled "
+                    "function other than by optimizer.step(); a plan reads the count at the start of each call and "
+                    "cannot follow that write. Fix: change step counters outside the compiled function")
 
     def _source(self, source: HyperSource) -> int:
         key = (id(source.optimizer), source.group, source.key, source.item)

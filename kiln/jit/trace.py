@@ -393,8 +393,9 @@ class Trace:
     """What one traced run produced: the tracer (its graph), the real result and its flattened leaves."""
 
     def __init__(self, tracer: Tracer, result: Any, out_leaves: list, out_treedef: Any,
-                 leaf_of_tensor: dict[int, int]):
+                 leaf_of_tensor: dict[int, int], in_leaves: list):
         self.tracer = tracer
+        self.in_leaves = in_leaves  # the flattened arguments of the traced call
         self.graph = tracer.graph
         self.result = result
         self.out_leaves = out_leaves
@@ -420,7 +421,8 @@ def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool =
     dynamic = dynamic or {}
     tracer = Tracer(fullgraph)
     leaf_of_tensor: dict[int, int] = {}
-    for i, x in enumerate(flatten((args, kwargs))[0]):
+    in_leaves = flatten((args, kwargs))[0]
+    for i, x in enumerate(in_leaves):
         if isinstance(x, Tensor) and id(x) not in leaf_of_tensor:
             leaf_of_tensor[id(x)] = i
             shape = symbolic_shape(x._data.shape, dynamic[i]) if i in dynamic else None
@@ -438,4 +440,4 @@ def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool =
     out_leaves, out_treedef = flatten(result)
     tracer.set_outputs([t for t in out_leaves if isinstance(t, Tensor)])
     tracer.finish_step()
-    return Trace(tracer, result, out_leaves, out_treedef, leaf_of_tensor)
+    return Trace(tracer, result, out_leaves, out_treedef, leaf_of_tensor, in_leaves)

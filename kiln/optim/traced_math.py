@@ -40,9 +40,11 @@ def advance_step(optimizer: Any, param: Tensor, key: str = "step") -> Any:
     new count as a host number (the count at the start of the call plus one, read per call while
     tracing), so bias corrections are computed in Python floats exactly as the eager step does."""
     tracer = trace_state.tracer
-    before = tracer.step_capture().state_count(optimizer, param, key) if tracer is not None else \
-        float(optimizer.state[param][key]._data)
-    optimizer.state[param][key].add_(1)
+    if tracer is not None:
+        return tracer.step_capture().advance_count(optimizer, param, key)
+    counter = optimizer.state[param][key]
+    before = float(counter._data)
+    counter.add_(1)
     return before + 1
 
 

@@ -21,7 +21,8 @@ from kiln.jit.autodiff import differentiate
 from kiln.jit.backends import get_backend
 from kiln.jit.executor import (CompiledCallBackward, CompiledFunctionBackward, FallbackEntry, InferenceEntry,
                                OutputLayout, TrainingEntry, gather_inputs)
-from kiln.jit.ir import InputSpec
+from kiln.jit.ir import Graph, InputSpec, Value
+from kiln.jit.output_alias import Source, find_aliases
 from kiln.jit.pytree import flatten
 from kiln.jit.trace import Tracer
 
@@ -39,8 +40,14 @@ def _layout(result: Any, leaves: list) -> OutputLayout:
             first_leaf.setdefault(id(x), i)
     positions = [i for i, x in enumerate(out_leaves) if isinstance(x, kiln.Tensor)]
     statics = {i: x for i, x in enumerate(out_leaves) if not isinstance(x, kiln.Tensor)}
-    alias = {k: first_leaf[id(out_leaves[p])] for k, p in enumerate(positions) if id(out_leaves[p]) in first_leaf}
-    return OutputLayout(treedef, positions, statics, alias)
+    sources = [(Source("arg", i), leaves[i]) for i in dict.fromkeys(first_leaf.values())]
+    tensors = [out_leaves[p] for p in positions]
+    return OutputLayout(treedef, positions, statics, find_aliases(tensors, sources, _graph_of(tensors), {}))
+
+
+def _graph_of(outputs: list) -> Graph:
+    """A graph whose outputs stand for `outputs` (no nodes: none is a view in it)."""
+    return Graph(outputs=[Value(tuple(t.shape), t.dtype) for t in outputs])
 
 
 def _trace(fn: Callable, args: tuple, grad: bool) -> tuple[Tracer, Any, list]:
@@ -108,7 +115,7 @@ def test_output_layout_rebuilds_the_pytree_with_new_tensors(kind):
     x, y = kiln.ones(2), kiln.zeros(3)
     result = _structures(x, y)[kind]
     layout = _layout(result, [])
-    assert not layout.arg_alias and not layout.single
+    assert not layout.aliases and not layout.single
     new = [kiln.full((k + 1,), float(k)) for k in range(len(layout.tensor_slots))]
     rebuilt = layout.build(new, [])
     assert type(rebuilt) is type(result)
@@ -134,7 +141,7 @@ def test_output_layout_single_tensor():
 def test_output_layout_single_output_that_is_an_argument():
     x, y = kiln.ones(2), kiln.zeros(2)
     layout = _layout(y, [x, y])
-    assert layout.single and layout.arg_alias == {0: 1}
+    assert layout.single and layout.aliases.by_identity == {0: Source("arg", 1)}
     assert layout.build([kiln.zeros(2)], [x, y]) is y
 
 
@@ -142,7 +149,7 @@ def test_output_layout_outputs_aliasing_arguments_come_back_as_the_arguments():
     x, y = kiln.ones(2), kiln.zeros(2)
     result = {"same": x, "new": x + y, "again": (y, x)}
     layout = _layout(result, [x, 5, y])
-    assert layout.arg_alias == {0: 0, 2: 2, 3: 0}  # graph output index -> argument leaf index
+    assert layout.aliases.by_identity == {0: Source("arg", 0), 2: Source("arg", 2), 3: Source("arg", 0)}
     x2, y2 = kiln.ones(2), kiln.ones(2)
     fresh = [kiln.zeros(2) for _ in range(4)]
     rebuilt = layout.build(fresh, [x2, 5, y2])
