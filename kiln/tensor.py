@@ -410,6 +410,21 @@ class LeafHookEpoch:
         cls.value += 1
 
 
+class DataEpoch:
+    """A process-wide counter bumped whenever a tensor is made to hold an array of another shape,
+    dtype or device (``p.data = t``, ``module.to(dtype)``). Compiled plans read parameters and
+    buffers with the shapes they were traced for; after a bump they check them again."""
+
+    value = 0
+
+    @classmethod
+    def replaced(cls, t: Tensor, data: Any, device: Device) -> None:
+        """Note that `t` is about to hold `data` on `device` (a bump only if its layout changes)."""
+        old = t._data
+        if old.shape != data.shape or old.dtype != data.dtype or t._device != device:
+            cls.value += 1
+
+
 class _HookHandle:
     """Returned by register_hook; ``handle.remove()`` unregisters the hook."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .ops.primitive import trace_state
-from .tensor import Tensor
+from .tensor import DataEpoch, Tensor
 
 
 def get_data(self: Tensor) -> Tensor:
@@ -32,6 +32,7 @@ def set_data(self: Tensor, value: Tensor) -> None:
     tracer = trace_state.tracer
     if tracer is not None:
         _break_trace(tracer)
+    DataEpoch.replaced(self, value._data, value._device)
     self._data = value._data
     self._device = value._device
     self._base = None  # no longer a view of whatever it viewed before

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .. import autograd
-from ..tensor import Tensor
+from ..tensor import DataEpoch, Tensor
 from .autodiff import differentiate
 from .executor import InferenceEntry, OutputLayout, TrainingEntry
 from .output_alias import Source, find_aliases, source_of_spec
@@ -65,6 +65,7 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         entry = InferenceEntry(forward, lower(forward), layout, device, binding)
     entry.shape_guards = unique_guards(shape_guards)
     entry.value_guards = tuple(traced.tracer.concretized)
+    entry.data_epoch = DataEpoch.value  # held tensors are re-checked when some tensor gets another array
     entry.captured = tuple((spec.ref, spec.ref.requires_grad) for spec in graph.specs if spec.kind == "captured")
     article = "an" if entry.kind[0] in "aeiou" else "a"
     summary = (f"  compiled {article} {entry.kind} plan ({backend}): {len(graph.nodes)} traced nodes -> "

@@ -20,7 +20,7 @@ import numpy as np
 from ..device import Device
 from ..dtypes import DType
 from ..ops.primitive import trace_state
-from ..tensor import Tensor
+from ..tensor import DataEpoch, Tensor
 from . import debug
 from ..device import cuda_is_available, to_gpu
 from .backends import get_backend
@@ -34,6 +34,7 @@ from .misslog import MissLog, MissReason, warn_once
 from .module_state import ModuleState
 from .passes import PassLog
 from .pytree import flatten, unflatten
+from .step_binding import state_entry
 from .symbolic import SymFloat, SymInt, guards_hold, is_symbolic, resolve_leaf
 from .trace import GraphBreakError, Trace, Tracer, trace
 
@@ -84,6 +85,11 @@ def _stale_reason(entry: Any, dims: dict | None, leaves: list) -> MissReason | N
     guards = getattr(entry, "shape_guards", None)
     if guards and not guards_hold(guards, dims):
         return MissReason("a Python branch on a dynamic size goes the other way for these sizes", "shape guard")
+    if getattr(entry, "data_epoch", DataEpoch.value) != DataEpoch.value:  # some tensor got another array
+        reason = _held_tensor_changed(entry)
+        if reason is not None:
+            return reason
+        entry.data_epoch = DataEpoch.value
     layout = getattr(entry, "layout", None)
     if layout is not None and layout.aliases:
         reason = layout.aliases.stale_reason(leaves)
@@ -92,6 +98,24 @@ def _stale_reason(entry: Any, dims: dict | None, leaves: list) -> MissReason | N
     binding = getattr(entry, "binding", None)
     if binding is not None:
         return binding.stale_reason(leaves)
+    return None
+
+
+def _held_tensor_changed(entry: Any) -> MissReason | None:
+    """A parameter, buffer, captured tensor or optimizer state entry that now holds an array of
+    another shape or dtype than the plan was traced for (``p.data = t``, ``module.double()``)."""
+    for value, spec in zip(entry.graph.inputs, entry.graph.specs):
+        if spec.kind in ("param", "buffer", "captured"):
+            data = spec.ref._data
+        elif spec.kind == "optstate":
+            data = state_entry(spec.ref)._data
+        else:
+            continue
+        if data.shape != value.shape or data.dtype != value.dtype.np:
+            name = spec.name or spec.kind
+            return MissReason(f"`{name}` now holds a {data.dtype} array of shape {data.shape}, not the "
+                              f"{value.dtype.name} {value.shape} the plan was traced for", "held tensor", name,
+                              value.shape, data.shape)
     return None
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Mapping
 from .. import autograd
 from ..device import Device, get_device, is_device_spec
 from ..dtypes import get_dtype
-from ..tensor import Tensor
+from ..tensor import DataEpoch, Tensor
 from .hooks import RemovableHandle
 from .parameter import Parameter
 from .state_dict import IncompatibleKeys, load_state_dict_into
@@ -534,6 +534,7 @@ def _replace_data(t: Tensor, new: Tensor) -> None:
     """Make `t` hold `new`'s array (dtype/device change) while keeping its identity."""
     if new is t:
         return
+    DataEpoch.replaced(t, new._data, new._device)
     t._data = new._data
     t._device = new._device
     t._bump_version()

@@ -85,7 +85,7 @@ class Adam(Optimizer):
         decoupled = group.get("decoupled_weight_decay", False)
         shrink = 1.0 - lr * weight_decay  # decoupled decay: p *= shrink
         for p, g, param_state in self._with_grads(group):
-            if not param_state:
+            if not param_state or amsgrad and "max_exp_avg_sq" not in param_state:
                 _init_state(param_state, p, amsgrad)
             data = p._data
             if decoupled:
@@ -132,7 +132,7 @@ class Adam(Optimizer):
     def _native_state(self, group: dict[str, Any], p: Tensor) -> tuple[list[Tensor], bool]:
         param_state = self.state[p]
         amsgrad = group["amsgrad"]
-        if not param_state:
+        if not param_state or amsgrad and "max_exp_avg_sq" not in param_state:
             _init_state(param_state, p, amsgrad)
         tensors = [param_state["exp_avg"], param_state["exp_avg_sq"]]
         if amsgrad:
@@ -156,8 +156,8 @@ class Adam(Optimizer):
                 param_state["step"] = traced.step_state()
                 param_state["exp_avg"] = traced.zeros_state(p)
                 param_state["exp_avg_sq"] = traced.zeros_state(p)
-                if amsgrad:
-                    param_state["max_exp_avg_sq"] = traced.zeros_state(p)
+            if amsgrad and "max_exp_avg_sq" not in param_state:
+                param_state["max_exp_avg_sq"] = traced.zeros_state(p)
             if decoupled:
                 if weight_decay != 0:
                     p.mul_(1.0 - lr * weight_decay)
@@ -186,8 +186,11 @@ class Adam(Optimizer):
 
 
 def _init_state(param_state: dict[str, Any], p: Tensor, amsgrad: bool) -> None:
-    param_state["step"] = step_state()
-    param_state["exp_avg"] = zeros_state(p)
-    param_state["exp_avg_sq"] = zeros_state(p)
-    if amsgrad:
+    """Create the state entries `p` lacks. An ``amsgrad`` switched on mid-run starts its running
+    maximum at zero, so the maximum runs from that step on (``max(0, v)`` is ``v``)."""
+    if not param_state:
+        param_state["step"] = step_state()
+        param_state["exp_avg"] = zeros_state(p)
+        param_state["exp_avg_sq"] = zeros_state(p)
+    if amsgrad and "max_exp_avg_sq" not in param_state:
         param_state["max_exp_avg_sq"] = zeros_state(p)

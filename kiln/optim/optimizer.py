@@ -26,9 +26,9 @@ from typing import Any, Callable, Iterable, Iterator, Union
 import numpy as np
 
 from ..autograd import enable_grad, no_grad
-from ..ops.primitive import trace_state
+from ..ops.primitive import ShapeError, trace_state
 from ..ops.quiet import quiet
-from ..tensor import Tensor
+from ..tensor import DataEpoch, Tensor
 from .native_kernel import C_TYPES, compiler_problem
 from .native_step import has_native_update, native_update_group
 from .param_group import ParamGroup
@@ -187,6 +187,9 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         tracer = trace_state.tracer
+        if getattr(self, "_checked_epoch", None) != DataEpoch.value:  # some tensor got another array
+            self._check_state_shapes()
+            self._checked_epoch = DataEpoch.value
         with no_grad():
             if tracer is None:
                 _eager_update_groups(self)
@@ -195,6 +198,19 @@ class Optimizer:
                 for group in self.param_groups:
                     self._traced_update_group(group)
         return loss
+
+    def _check_state_shapes(self) -> None:
+        """State shaped like its parameter must still be: a parameter whose ``.data`` was replaced
+        with another shape cannot be updated with the old state."""
+        for g, group in enumerate(self.param_groups):
+            for i, p in enumerate(dict.__getitem__(group, "params")):
+                for key, value in (self.state.get(p) or {}).items():
+                    if isinstance(value, Tensor) and value.ndim > 0 and tuple(value.shape) != tuple(p.shape):
+                        raise ShapeError(
+                            f"{type(self).__name__} state {key!r} of parameter {i} in param_groups[{g}] has shape "
+                            f"{tuple(value.shape)}, but the parameter now has shape {tuple(p.shape)} (its .data "
+                            "was replaced). Fix: drop its state to start it afresh (del optimizer.state[p]), or "
+                            "create a new optimizer")
 
     def _eager_update_group(self, group: dict[str, Any]) -> None:
         """Update `group` through the native kernel where it can, and `_update_group` for the rest."""

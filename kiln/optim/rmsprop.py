@@ -86,7 +86,7 @@ class RMSprop(Optimizer):
         weight_decay, momentum = group["weight_decay"], group["momentum"]
         centered, maximize = group["centered"], group["maximize"]
         for p, g, param_state in self._with_grads(group):
-            if not param_state:
+            if _lacks_state(param_state, momentum, centered):
                 _init_state(param_state, p, momentum, centered)
             data = p._data
             grad = decayed_grad(g._data, data, weight_decay, maximize)
@@ -134,7 +134,7 @@ class RMSprop(Optimizer):
     def _native_state(self, group: dict[str, Any], p: Tensor) -> tuple[list[Tensor], bool]:
         param_state = self.state[p]
         momentum, centered = group["momentum"], group["centered"]
-        if not param_state:
+        if _lacks_state(param_state, momentum, centered):
             _init_state(param_state, p, momentum, centered)
         tensors = [param_state["square_avg"]]
         if momentum > 0:
@@ -157,10 +157,10 @@ class RMSprop(Optimizer):
             if not param_state:
                 param_state["step"] = traced.step_state()
                 param_state["square_avg"] = traced.zeros_state(p)
-                if momentum > 0:
-                    param_state["momentum_buffer"] = traced.zeros_state(p)
-                if centered:
-                    param_state["grad_avg"] = traced.zeros_state(p)
+            if momentum > 0 and "momentum_buffer" not in param_state:
+                param_state["momentum_buffer"] = traced.zeros_state(p)
+            if centered and "grad_avg" not in param_state:
+                param_state["grad_avg"] = traced.zeros_state(p)
             grad = traced.decayed_grad(g, p, weight_decay, maximize)
             param_state["step"].add_(1)
 
@@ -188,10 +188,20 @@ class RMSprop(Optimizer):
                 p.add_(update)
 
 
+def _lacks_state(param_state: dict[str, Any], momentum: float, centered: bool) -> bool:
+    """Whether a state entry the options need is missing (a first step, or momentum or
+    centered switched on mid-run)."""
+    return not param_state or momentum > 0 and "momentum_buffer" not in param_state or \
+        centered and "grad_avg" not in param_state
+
+
 def _init_state(param_state: dict[str, Any], p: Tensor, momentum: float, centered: bool) -> None:
-    param_state["step"] = step_state()
-    param_state["square_avg"] = zeros_state(p)
-    if momentum > 0:
+    """Create the state entries `p` lacks; a momentum buffer or gradient average switched on
+    mid-run starts at zero, as on a first step."""
+    if not param_state:
+        param_state["step"] = step_state()
+        param_state["square_avg"] = zeros_state(p)
+    if momentum > 0 and "momentum_buffer" not in param_state:
         param_state["momentum_buffer"] = zeros_state(p)
-    if centered:
+    if centered and "grad_avg" not in param_state:
         param_state["grad_avg"] = zeros_state(p)
