@@ -15,6 +15,7 @@ of this works without mpi4py. Launch several ranks with::
 Install the extra with ``pip install "kiln[distributed]"``. See docs/distributed.md.
 """
 from ..nn.parallel import DistributedDataParallel
+from .agreement import CollectiveMismatchError
 from .collectives import ReduceOp, Work, all_gather, all_reduce, broadcast, reduce_scatter
 from .mpi import EXTRA_HINT
 from .process_group import (ProcessGroup, barrier, destroy_process_group, get_rank, get_world_size,
@@ -24,8 +25,8 @@ from .sampler import DistributedSampler
 from .waiting import DistTimeoutError
 
 __all__ = [
-    "DistributedDataParallel", "DistributedSampler", "DistTimeoutError", "EXTRA_HINT", "ProcessGroup",
-    "ReduceOp", "Work", "all_gather", "all_reduce", "barrier", "broadcast", "destroy_process_group",
+    "CollectiveMismatchError", "DistributedDataParallel", "DistributedSampler", "DistTimeoutError", "EXTRA_HINT",
+    "ProcessGroup", "ReduceOp", "Work", "all_gather", "all_reduce", "barrier", "broadcast", "destroy_process_group",
     "get_logger", "get_rank", "get_world_size", "init_process_group", "is_available", "is_initialized",
     "is_rank0", "print0", "reduce_scatter", "save_on_rank0",
 ]

@@ -1,5 +1,10 @@
 """Collectives on kiln tensors, in place as in PyTorch, over mpi4py's buffer (C speed) methods.
 
+Each first checks that every rank passes a tensor of the same shape and dtype (and the same op
+or src), raising CollectiveMismatchError on every rank otherwise: MPI would silently reduce part
+of the data or misread the bytes. ``KILN_DIST_CHECK_COLLECTIVES=0`` turns the check off (see
+`kiln.distributed.agreement`).
+
 >>> t = kiln.tensor([float(dist.get_rank())])
 >>> dist.all_reduce(t, op=dist.ReduceOp.SUM)      # t now holds 0 + 1 + ... + (world_size - 1)
 """
@@ -10,6 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..tensor import Tensor
+from .agreement import agree, describe
 from .process_group import ProcessGroup, group as current_group
 from .waiting import wait
 
@@ -97,7 +103,10 @@ def _run(requests: list, what: str, g: ProcessGroup, finish: Callable[[], None],
 
 def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | None = None,
                async_op: bool = False) -> Work | None:
-    """Combine `tensor` across all ranks with `op`, in place: every rank ends with the result."""
+    """Combine `tensor` across all ranks with `op`, in place: every rank ends with the result.
+
+    Every rank must pass the same shape, dtype and op (checked; see the module docstring).
+    """
     a = _host_array(tensor, "all_reduce")
     _check_op(op, a.dtype, "all_reduce")
     g = _resolve_group(group)
@@ -105,6 +114,7 @@ def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | Non
         return _run([], "all_reduce", g, lambda: None, async_op)
     from mpi4py import MPI  # noqa: PLC0415
 
+    agree(g, describe("all_reduce", a, op=op))
     buf = _work_buffer(a)
     req = g.comm.Iallreduce(MPI.IN_PLACE, buf, _mpi_op(op, a.dtype, "all_reduce"))
 
@@ -120,13 +130,17 @@ def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | Non
 
 def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None,
               async_op: bool = False) -> Work | None:
-    """Copy rank `src`'s `tensor` into `tensor` on every other rank, in place."""
+    """Copy rank `src`'s `tensor` into `tensor` on every other rank, in place.
+
+    Every rank must pass the same shape, dtype and src (checked; see the module docstring).
+    """
     a = _host_array(tensor, "broadcast")
     g = _resolve_group(group)
     if not isinstance(src, int) or not 0 <= src < g.size:
         raise ValueError(f"kiln.distributed.broadcast(src={src!r}): src must be a rank in 0..{g.size - 1}")
     if g.comm is None:
         return _run([], "broadcast", g, lambda: None, async_op)
+    agree(g, describe("broadcast", a, root=src))
     buf = _work_buffer(a)
     req = g.comm.Ibcast(buf, root=src)
 
@@ -141,12 +155,16 @@ def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None,
 
 def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | None = None,
                async_op: bool = False) -> Work | None:
-    """Fill ``tensor_list[r]`` (one tensor per rank, shaped like `tensor`) with rank r's `tensor`."""
+    """Fill ``tensor_list[r]`` (one tensor per rank, shaped like `tensor`) with rank r's `tensor`.
+
+    As in PyTorch, `tensor` must have the same shape and dtype on every rank (checked).
+    """
     a = _host_array(tensor, "all_gather")
     g = _resolve_group(group)
     outs = _same_shaped_list(tensor_list, a, g, "all_gather", "tensor_list")
     if g.comm is None:
         return _run([], "all_gather", g, lambda: _scatter_into(outs, np.ascontiguousarray(a)[None]), async_op)
+    agree(g, describe("all_gather", a))
     gathered = np.empty((g.size,) + a.shape, dtype=a.dtype)
     req = g.comm.Iallgather(np.ascontiguousarray(a), gathered)
     return _run([req], "all_gather", g, lambda: _scatter_into(outs, gathered), async_op)
@@ -154,7 +172,10 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | 
 
 def reduce_scatter(output: Tensor, input_list: list[Tensor], op: str = ReduceOp.SUM,
                    group: ProcessGroup | None = None, async_op: bool = False) -> Work | None:
-    """Reduce ``input_list[r]`` across ranks with `op` and write the result into `output` on rank r."""
+    """Reduce ``input_list[r]`` across ranks with `op` and write the result into `output` on rank r.
+
+    Every rank must pass the same output shape, dtype and op (checked; see the module docstring).
+    """
     out = _host_array(output, "reduce_scatter", "output")
     _check_op(op, out.dtype, "reduce_scatter")
     g = _resolve_group(group)
@@ -171,6 +192,7 @@ def reduce_scatter(output: Tensor, input_list: list[Tensor], op: str = ReduceOp.
     if g.comm is None:
         recv[...] = send[0]
         return _run([], "reduce_scatter", g, finish, async_op)
+    agree(g, describe("reduce_scatter", out, op=op))
     req = g.comm.Ireduce_scatter_block(send, recv, _mpi_op(op, out.dtype, "reduce_scatter"))
     return _run([req], "reduce_scatter", g, finish, async_op)
 

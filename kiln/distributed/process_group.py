@@ -22,12 +22,17 @@ DEFAULT_TIMEOUT = timedelta(minutes=30)
 
 @dataclass
 class ProcessGroup:
-    """The world: `comm` is the MPI communicator (None in a world of one)."""
+    """The world: `comm` is the MPI communicator (None in a world of one).
+
+    `check_collectives`: whether each collective first checks that all ranks pass matching
+    tensors (see `kiln.distributed.agreement`).
+    """
 
     rank: int
     size: int
     comm: Any
     timeout: timedelta
+    check_collectives: bool = True
 
 
 _group: ProcessGroup | None = None
@@ -45,14 +50,21 @@ def _timeout_from(value: timedelta | float | None) -> timedelta:
                     f"seconds, got {value!r}")
 
 
-def init_process_group(backend: str = "mpi", timeout: timedelta | float | None = None, **kwargs: Any) -> None:
+def init_process_group(backend: str = "mpi", timeout: timedelta | float | None = None, *,
+                       check_collectives: bool | None = None, **kwargs: Any) -> None:
     """Join the world of processes started by ``mpiexec`` (or `kiln.distributed.run`).
 
     `backend` must be ``"mpi"``. `timeout` bounds every collective (default 30 minutes, or
     ``$KILN_DIST_TIMEOUT`` seconds). In a multi-rank world an uncaught exception on any rank
     prints the rank and aborts every rank, so a failure never leaves the others hanging.
+    `check_collectives` (default ``$KILN_DIST_CHECK_COLLECTIVES``, on unless set to 0): each
+    collective first checks that every rank passes a tensor of the same shape and dtype (and
+    the same op and src), raising CollectiveMismatchError on every rank otherwise; it costs one
+    small all-gather per collective. It must be the same on every rank, which this call checks.
     PyTorch's ``init_method``, ``world_size`` and ``rank`` are accepted only if they agree
     with what the launcher set up.
+
+    >>> dist.init_process_group(timeout=600, check_collectives=False)   # tested code, fastest collectives
     """
     global _group
     if backend not in ("mpi", None):
@@ -63,15 +75,18 @@ def init_process_group(backend: str = "mpi", timeout: timedelta | float | None =
     unknown = set(kwargs) - {"init_method", "world_size", "rank", "store", "group_name"}
     if unknown:
         raise TypeError(f"init_process_group() got unexpected keyword arguments {sorted(unknown)}")
+    from .agreement import CollectiveMismatchError, checks_disagree, checks_from  # noqa: PLC0415 - it imports this
+
     deadline = _timeout_from(timeout)
+    checks = checks_from(check_collectives)
     size = launched_world_size()
     if size == 1:
-        group = ProcessGroup(rank=0, size=1, comm=None, timeout=deadline)
+        group = ProcessGroup(rank=0, size=1, comm=None, timeout=deadline, check_collectives=checks)
     else:
         mpi = load_mpi()
         comm = mpi.COMM_WORLD
         group = ProcessGroup(rank=comm.Get_rank(), size=comm.Get_size(), comm=comm if comm.Get_size() > 1 else None,
-                             timeout=deadline)
+                             timeout=deadline, check_collectives=checks)
     for key in ("world_size", "rank"):
         want = kwargs.get(key)
         have = getattr(group, "size" if key == "world_size" else "rank")
@@ -81,12 +96,15 @@ def init_process_group(backend: str = "mpi", timeout: timedelta | float | None =
     _group = group
     if group.comm is not None:
         from .faults import install_abort_on_error  # noqa: PLC0415 - cycle: faults reads the group
-        from .waiting import wait  # noqa: PLC0415
 
         install_abort_on_error(group)
         # No rank leaves init before every rank has armed its abort and told the launcher it
         # runs: a rank that fails at once then stops the others with their state on record.
-        wait(group.comm.Ibarrier(), "init_process_group", group)
+        # The all-gather that makes this barrier also checks that all ranks check collectives
+        # alike (a rank that checks would otherwise wait in a check the others never join).
+        problem = checks_disagree(group)
+        if problem:
+            raise CollectiveMismatchError(problem)
 
 
 def is_initialized() -> bool:
@@ -120,10 +138,16 @@ def get_world_size() -> int:
 def barrier() -> None:
     """Wait until every rank reaches this call (bounded by the group's timeout)."""
     g = group()
-    if g.comm is not None:
-        from .waiting import wait  # noqa: PLC0415
+    if g.comm is None:
+        return
+    if g.check_collectives:  # the check's all-gather is a barrier, and catches a rank in another collective
+        from .agreement import agree, describe  # noqa: PLC0415
 
-        wait(g.comm.Ibarrier(), "barrier", g)
+        agree(g, describe("barrier"))
+        return
+    from .waiting import wait  # noqa: PLC0415
+
+    wait(g.comm.Ibarrier(), "barrier", g)
 
 
 def destroy_process_group() -> None:

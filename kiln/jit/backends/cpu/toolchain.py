@@ -3,9 +3,11 @@
 Loading a shared library runs its code, so the on-disk cache is treated as untrusted:
 
 * It lives in ``$KILN_CACHE_DIR`` (default ``~/.cache/kiln``) under ``kernels/``, both
-  created with mode 0700. A cache folder that is a symlink, belongs to another user or is
-  writable by group or others is not used: kiln warns once and builds in a private
-  temporary folder for the rest of the process.
+  created with mode 0700. A kernels folder that is a symlink, belongs to another user or is
+  writable by group or others is not used, nor is one below a folder (up to the root) that
+  belongs to another user than you or root, or that group or others may write and is not
+  sticky like /tmp (they could swap the cache folder): kiln warns once, naming the folder
+  and the fix, and builds in a private temporary folder for the rest of the process.
 * An entry is ``k_<key>.so`` plus ``k_<key>.sha256`` (``sha256sum`` format), the hash of
   the library's bytes recorded when it was built. Entries are opened without following
   symlinks and loaded only when their bytes match the record; anything else (planted,
@@ -484,35 +486,59 @@ def is_kiln_entry(name: str) -> bool:
 
 
 def cache_problem(folder: Path) -> tuple[str, str] | None:
-    """(problem, fix) when `folder` or the folder it lives in is unsafe to load code from; None when safe.
+    """(problem, fix) when code loaded from `folder` could be swapped by someone else; None when safe.
 
     The kernels folder must be a real folder (not a symlink) owned by this user and not
-    writable by group or others. Its parent (the kiln folder, perhaps reached through a
-    symlink $KILN_CACHE_DIR) must be owned by this user or root and not writable by
-    others unless sticky like /tmp, or someone could swap the kernels folder out.
+    writable by group or others. Every folder above it, up to the filesystem root (with
+    symlinks resolved, so $KILN_CACHE_DIR may be one), must be owned by this user or root and
+    must not be writable by group or others unless sticky like /tmp: whoever may write to a
+    folder may rename what is in it, and so could put their own kernels folder in place of
+    this one between kiln's checks and the load. The outermost unsafe folder is named.
     """
-    return _unsafe(folder.parent, parent=True) or _unsafe(folder, parent=False)
+    parent = Path(os.path.realpath(folder.parent))
+    for ancestor in [*reversed(parent.parents), parent]:
+        problem = _unsafe(ancestor, "parent" if ancestor == parent else "ancestor")
+        if problem is not None:
+            return problem
+    return _unsafe(folder, "leaf")
 
 
-def _unsafe(path: Path, parent: bool) -> tuple[str, str] | None:
+def resolved_cache_folder(folder: Path) -> Path:
+    """`folder` with every symlink above it resolved (the folder itself is kept, so a symlink there is seen)."""
+    return Path(os.path.realpath(folder.parent)) / folder.name
+
+
+def _unsafe(path: Path, role: str) -> tuple[str, str] | None:
+    """Why `path` is unsafe as the kernels folder (`role` "leaf"), the folder holding it ("parent") or a
+    folder further up ("ancestor"), with the fix; None when it is safe or does not exist yet."""
+    leaf = role == "leaf"
     try:
-        st = os.stat(path) if parent else os.lstat(path)
+        st = os.lstat(path) if leaf else os.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return f"it cannot be inspected ({exc.strerror or exc})", "set KILN_CACHE_DIR to a folder you own"
+        return f"{path} cannot be inspected ({exc.strerror or exc})", "set KILN_CACHE_DIR to a folder you own"
     if stat.S_ISLNK(st.st_mode):
         return f"{path} is a symlink", f"replace it with a real folder (rm {path}) or set KILN_CACHE_DIR"
     if not stat.S_ISDIR(st.st_mode):
         return f"{path} is not a folder", f"remove {path} or set KILN_CACHE_DIR to a folder you own"
     euid = _euid()
-    if euid is not None and st.st_uid != euid and not (parent and st.st_uid == 0):
-        return (f"{path} is owned by another user (uid {st.st_uid}, you are uid {euid})",
-                "set KILN_CACHE_DIR to a folder you own")
+    if euid is not None and st.st_uid != euid and (leaf or st.st_uid != 0):
+        above = "" if leaf else ", who could swap the kernels folder inside it for their own"
+        return (f"{path} is owned by another user (uid {st.st_uid}, you are uid {euid}){above}",
+                "set KILN_CACHE_DIR to a folder you own" + ("" if leaf else ", inside folders only you or root own"))
     writable = [who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit]
-    if writable and not (parent and st.st_mode & stat.S_ISVTX):
-        return (f"{path} is writable by {' and '.join(writable)} (mode {stat.S_IMODE(st.st_mode):o})",
-                f"chmod 700 {shlex.quote(str(path))}, or set KILN_CACHE_DIR to a folder only you can write")
+    if writable and (leaf or not st.st_mode & stat.S_ISVTX):
+        mode = f"mode {stat.S_IMODE(st.st_mode):o}"
+        folder = shlex.quote(str(path))
+        if role == "ancestor":
+            bits = "".join(who[0] for who in writable) + "-w"
+            return (f"{path}, a folder above the kernel cache, is writable by {' and '.join(writable)} and not "
+                    f"sticky ({mode}), so they could rename the cache folder inside it and put their own in its "
+                    "place", f"chmod {bits} {folder} (or chmod +t {folder} to make it sticky like /tmp), or set "
+                    "KILN_CACHE_DIR to a folder inside folders only you or root can write")
+        return (f"{path} is writable by {' and '.join(writable)} ({mode})",
+                f"chmod 700 {folder}, or set KILN_CACHE_DIR to a folder only you can write")
     return None
 
 
@@ -521,12 +547,17 @@ def _euid() -> int | None:
 
 
 def kernel_dir() -> Path:
-    """The folder to build kernels in: cache_dir() made 0700 when safe, else a private temporary folder."""
+    """The folder to build kernels in: cache_dir() made 0700 when safe, else a private temporary folder.
+
+    The path comes back with the symlinks above it resolved, as checked, so a symlink changed
+    afterwards cannot redirect kiln to another folder.
+    """
     folder = cache_dir()
     try:
         os.makedirs(folder.parent, mode=0o700, exist_ok=True)  # the leaf only gets 0700: ~/.cache stays as is
         with contextlib.suppress(FileExistsError):
             os.mkdir(folder, 0o700)
+        folder = resolved_cache_folder(folder)
         problem = cache_problem(folder)
     except OSError as exc:
         problem = f"it cannot be created ({exc.strerror or exc})", "set KILN_CACHE_DIR to a folder you can write"
@@ -536,8 +567,9 @@ def kernel_dir() -> Path:
         if str(folder) not in _warned_dirs:
             _warned_dirs.add(str(folder))
             warnings.warn(f"kiln: not using the kernel cache {folder}: {problem[0]} (loading a kernel runs its "
-                          f"code, so its folder must be yours alone). Fix: {problem[1]}. Until then kernels are "
-                          "built in a private temporary folder for this process only.", RuntimeWarning, stacklevel=4)
+                          "code, so its folder, and every folder above it, must be writable only by you or root). "
+                          f"Fix: {problem[1]}. Until then kernels are built in a private temporary folder for this "
+                          "process only.", RuntimeWarning, stacklevel=4)
         return _private_dir()
 
 
@@ -546,10 +578,17 @@ def _private_dir() -> Path:
     global _private
     if _private is None or not _private.is_dir():
         try:
-            _private = Path(tempfile.mkdtemp(prefix="kiln-kernels-"))
+            private = resolved_cache_folder(Path(tempfile.mkdtemp(prefix="kiln-kernels-")))
         except OSError as exc:
             raise CompilerUnavailable(f"no folder to build kernels in: the cache is unusable and a temporary "
                                       f"folder cannot be made ({exc.strerror or exc})") from None
+        problem = cache_problem(private)
+        if problem is not None:
+            shutil.rmtree(private, ignore_errors=True)
+            raise CompilerUnavailable(f"no safe folder to build kernels in: the cache is unusable, and so is the "
+                                      f"temporary folder {private}: {problem[0]}. Fix: {problem[1]}, or set "
+                                      "TMPDIR to a folder only you can write")
+        _private = private
         atexit.register(shutil.rmtree, _private, True)
     return _private
 
