@@ -112,10 +112,18 @@ def get_dtype(spec: Any) -> DType:
 
 
 def from_numpy_dtype(np_dtype: np.dtype) -> DType:
-    """The kiln dtype of a NumPy dtype; unsupported types raise TypeError naming the fix."""
+    """The kiln dtype of a NumPy dtype; unsupported types raise TypeError naming the fix.
+
+    Byte order does not matter (a big-endian float64 is float64); integers kiln lacks map to
+    int64 and floats wider than float64 to float64 (`lossless_array` checks their values).
+    """
     found = _BY_NP.get(np_dtype)
     if found is not None:
         return found
+    if not np_dtype.isnative:
+        found = _BY_NP.get(np_dtype.newbyteorder("="))
+        if found is not None:
+            return found
     if np_dtype.kind == "f":
         return float64 if np_dtype.itemsize > 8 else default_float
     if np_dtype.kind in "iu":
@@ -124,6 +132,35 @@ def from_numpy_dtype(np_dtype: np.dtype) -> DType:
         f"unsupported array dtype {np_dtype}: kiln supports "
         f"{', '.join(d.name for d in ALL_DTYPES)}; convert with .astype() first"
     )
+
+
+def lossless_array(arr: np.ndarray, op: str) -> np.ndarray:
+    """`arr` with a dtype kiln has, in native byte order, holding the same values; `arr` itself if it has one.
+
+    Non-native byte order is swapped and the dtype kept (big-endian float64 stays float64).
+    Integers kiln lacks widen to int64; a uint64 value above int64's range raises
+    DTypeOverflowError, and a longdouble value float64 cannot hold exactly raises TypeError.
+    """
+    kind = from_numpy_dtype(arr.dtype)
+    if arr.dtype == kind.np:
+        return arr
+    if arr.dtype.kind == "u" and arr.size and arr.dtype.itemsize == 8:
+        top = int(arr.max())
+        if top > np.iinfo(np.int64).max:
+            raise DTypeOverflowError(
+                f"{op}(): got uint64 value {top}, which int64 (kiln's widest integer dtype; kiln has no uint64) "
+                "cannot hold: it would wrap to a negative number. Fix: convert it first, e.g. "
+                "arr.astype(np.float64) (exact up to 2**53), or arr.view(np.int64) to keep the bits")
+    with np.errstate(over="ignore"):
+        converted = arr.astype(kind.np)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize > kind.itemsize:
+        lost = ~((converted == arr) | (np.isnan(converted) & np.isnan(arr)))
+        if lost.any():
+            raise TypeError(
+                f"{op}(): got {arr.dtype} value {arr[lost].flat[0]!r}, which float64 (kiln's widest float dtype) "
+                f"cannot hold exactly: it would become {converted[lost].flat[0]!r}. Fix: convert it first to "
+                "accept the rounding, e.g. arr.astype(np.float64)")
+    return converted
 
 
 class DTypeOverflowError(OverflowError, RuntimeError):

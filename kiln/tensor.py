@@ -13,7 +13,7 @@ import numpy as np
 from . import autograd
 from .device import CPU, Device, get_device, is_device_spec
 from .dtypes import (DType, DTypeOverflowError, check_array_fits, default_float, from_numpy_dtype, get_dtype,
-                     overflow_error)
+                     lossless_array, overflow_error)
 from .ops import primitive
 
 
@@ -475,7 +475,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     """Create a tensor from a list, scalar, NumPy array or tensor (always copies).
 
     A Python number that an integer dtype cannot hold raises kiln.DTypeOverflowError (as
-    PyTorch raises); NumPy arrays and tensors are cast, wrapping around (as in PyTorch).
+    PyTorch raises). Without `dtype`, a NumPy array keeps its values (see `from_numpy`);
+    with one, NumPy arrays and tensors are cast, wrapping around (as in PyTorch).
 
     >>> kiln.tensor([[1, 2], [3, 4]], dtype=kiln.float64, requires_grad=True)
     """
@@ -491,6 +492,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
             raise ValueError(f"kiln.tensor(): could not build an array from the data ({exc})") from None
         if arr.dtype == object:
             arr = _huge_ints(arr, data, dtype)
+        if dtype is None and isinstance(data, (np.ndarray, np.generic)):
+            arr = lossless_array(arr, "kiln.tensor")
         if kind is None:
             kind = _python_dtype(arr)
     target = get_dtype(dtype) if dtype is not None else kind
@@ -551,19 +554,15 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing memory with a NumPy array."""
+    """A tensor sharing memory with a NumPy array whose dtype kiln has, in native byte order.
+
+    Other arrays are converted to a copy without losing a value: byte order is swapped
+    (big-endian float64 stays float64) and narrower integers widen to int64; a uint64
+    value above int64's range raises kiln.DTypeOverflowError.
+    """
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy() expects a numpy.ndarray, got {type(array).__name__}")
-    from_numpy_dtype(array.dtype)  # validate
-    if array.dtype not in (d.np for d in _supported()):
-        array = array.astype(from_numpy_dtype(array.dtype).np)
-    return Tensor._wrap(array, CPU)
-
-
-def _supported() -> tuple:
-    from .dtypes import ALL_DTYPES  # noqa: PLC0415
-
-    return ALL_DTYPES
+    return Tensor._wrap(lossless_array(array, "kiln.from_numpy"), CPU)
 
 
 def is_tensor(obj: Any) -> bool:

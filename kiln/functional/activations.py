@@ -36,11 +36,20 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int = -1, *, axis: int | None = None) -> Tensor:
-    """exp(x) / sum(exp(x)) along dim, shifted by the max for stability."""
+    """exp(x) / sum(exp(x)) along dim, shifted by the max for stability.
+
+    A tensor with no elements gives an empty result of its shape (as PyTorch).
+    """
     d = axis if axis is not None else dim
-    shifted = sub(x, amax(x, d, True).detach())
-    e = exp(shifted)
+    e = exp(_shift_by_max(x, d))
     return mul(e, _recip(sum(e, d, True)))
+
+
+def _shift_by_max(x: Tensor, d: int) -> Tensor:
+    """x minus its (detached) max along d; x itself when it has no elements (nothing to shift, no max)."""
+    if 0 in tuple(x.shape):
+        return x
+    return sub(x, amax(x, d, True).detach())
 
 
 def _recip(s: Tensor) -> Tensor:
@@ -50,9 +59,9 @@ def _recip(s: Tensor) -> Tensor:
 
 
 def log_softmax(x: Tensor, dim: int = -1, *, axis: int | None = None) -> Tensor:
-    """x - logsumexp(x) along dim."""
+    """x - logsumexp(x) along dim; a tensor with no elements gives an empty result of its shape."""
     d = axis if axis is not None else dim
-    shifted = sub(x, amax(x, d, True).detach())
+    shifted = _shift_by_max(x, d)
     return sub(shifted, log(sum(exp(shifted), d, True)))
 
 

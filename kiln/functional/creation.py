@@ -97,9 +97,21 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     if dtype is None:
         integral = all(is_int(v) or isinstance(v, np.integer) for v in (start, end, step))
         dtype = "int64" if integral else default_float
+    _check_range_fits(start, end, step, get_dtype(dtype))
     out = bind(_P["arange"], (), {"start": start, "stop": end, "step": step,
                                   "dtype": get_dtype(dtype).name, "device": get_device(device)})
     return _finish(out, requires_grad)
+
+
+def _check_range_fits(start: Any, end: Any, step: Any, dtype: Any) -> None:
+    """An integer arange must not wrap: its first and last values must fit `dtype`."""
+    if dtype.kind != "i" or not all(type(v) is int or isinstance(v, np.integer) for v in (start, end, step)):
+        return
+    start, end, step = int(start), int(end), int(step)
+    count = max(0, -((start - end) // step))  # ceil((end - start) / step)
+    if count:
+        check_fits(start, dtype, "arange")
+        check_fits(start + (count - 1) * step, dtype, "arange")
 
 
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,

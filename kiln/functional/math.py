@@ -496,13 +496,19 @@ def _values_and_indices(x: Tensor, dim: Any, keep: bool, arg: Any) -> _MaxResult
 
 def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None,
               keepdims: bool = False) -> Tensor:
-    """log(sum(exp(x))) computed stably by shifting by the (detached) max."""
+    """log(sum(exp(x))) computed stably by shifting by the (detached) max.
+
+    An empty reduction gives -inf, the log of an empty sum (as PyTorch).
+    """
     dims, keep = _reduce_args(dim, axis, keepdim, keepdims)
     x = _floating(x)
     axes = normalize_axes(dims, x.ndim, "logsumexp")
-    m = amax(x, axes, True).detach()
-    m = where(isfinite(m), m, 0.0)  # a scalar, not a zeros array of a baked-in shape
-    out = add(log(sum(exp(sub(x, m)), axes, True)), m)
+    if 0 in tuple(x.shape):  # no elements: no max to shift by, and nothing to overflow
+        out = log(sum(exp(x), axes, True))
+    else:
+        m = amax(x, axes, True).detach()
+        m = where(isfinite(m), m, 0.0)  # a scalar, not a zeros array of a baked-in shape
+        out = add(log(sum(exp(sub(x, m)), axes, True)), m)
     if not keep:
         from .shape import squeeze_dims  # noqa: PLC0415
 

@@ -10,12 +10,19 @@ The JSON is ``{"version": 1, "tree": node}``, a node being one of::
     null, true, false, 3, 2.5, "text"      None, bool, int, float (finite), str
     {"float": "nan" | "inf" | "-inf"}      a float JSON cannot spell
     {"tensor": "name"}                     a tensor (or NumPy array) stored under that name
+    {"view": {"of": "name", "offset": 0, "shape": [...], "stride": [...]}}
+                                           a tensor sharing memory with another: a strided view
+                                           of the stored tensor "name" (offset and strides count
+                                           elements of its flattened data)
     {"list": [node, ...]}                  a list
     {"tuple": [node, ...]}                 a tuple
     {"dict": [[key, value], ...]}          a dict, in order; keys are str, int, float, bool or None
     {"ordered_dict": [...]}, {"counter": [...]}   an OrderedDict or a Counter, as "dict"
 
-Other dict subclasses are saved as plain dicts.
+Other dict subclasses are saved as plain dicts. Tensors that share memory (the same tensor
+twice, tied weights, or views of one another) are stored once and come back sharing memory.
+Containers nest at most MAX_DEPTH deep: `flatten` refuses deeper ones, which `unflatten`
+would not rebuild.
 
 >>> arrays, tree = flatten({"model": {"w": kiln.ones(2)}, "step": 3})
 >>> sorted(arrays), tree
@@ -32,16 +39,19 @@ import numpy as np
 
 from ..tensor import Tensor, _to_host
 
-__all__ = ["CHECKPOINT_KEY", "FORMAT_VERSION", "CheckpointError", "flatten", "unflatten", "is_flat_state_dict"]
+__all__ = ["CHECKPOINT_KEY", "FORMAT_VERSION", "MAX_DEPTH", "CheckpointError", "flatten", "unflatten",
+           "is_flat_state_dict", "shares_memory"]
 
 CHECKPOINT_KEY = "kiln.checkpoint"  # the safetensors metadata entry that holds the tree
 FORMAT_VERSION = 1
+MAX_DEPTH = 100  # containers inside containers: deeper structures are refused when saved and when loaded
 _KEY_TYPES = (str, int, float, bool, type(None))
 _SUPPORTED = ("kiln tensors, NumPy arrays, dicts, lists, tuples, str, int, float, bool and None")
 
 
 class CheckpointError(ValueError):
-    """The checkpoint structure stored in a file is not one kiln wrote (or can read)."""
+    """A checkpoint structure kiln cannot store (nested too deeply), or one stored in a file that
+    kiln did not write (or cannot read)."""
 
 
 def is_flat_state_dict(obj: Any) -> bool:
@@ -52,21 +62,12 @@ def is_flat_state_dict(obj: Any) -> bool:
 
 # ---- saving -------------------------------------------------------------------------------
 def flatten(obj: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """(arrays by name, the JSON-ready tree) of a checkpoint object; TypeError names a bad leaf's path."""
-    arrays: dict[str, np.ndarray] = {}
-    names_by_array: dict[int, str] = {}  # id of an array -> its name: shared (tied) tensors are stored once
-    keep: list[Any] = []  # holds the arrays named in names_by_array, so their ids stay unique
+    """(arrays by name, the JSON-ready tree) of a checkpoint object; TypeError names a bad leaf's path.
 
-    def store(path: list[Any], value: Any) -> dict[str, str]:
-        array = _to_host(value._data) if isinstance(value, Tensor) else value
-        found = names_by_array.get(id(array))
-        if found is not None:
-            return {"tensor": found}
-        name = _unique_name(".".join(map(str, path)) or "tensor", arrays)
-        arrays[name] = array
-        names_by_array[id(array)] = name
-        keep.append(array)
-        return {"tensor": name}
+    Leaves that share memory are stored once (see `_store_shared`); a structure nested more than
+    MAX_DEPTH containers deep raises CheckpointError.
+    """
+    leaves: list[tuple[str, Any, dict[str, Any]]] = []  # (name from the path, data, its node, filled in later)
 
     def encode(value: Any, path: list[Any], parents: tuple[int, ...]) -> Any:
         if value is None or isinstance(value, (bool, str)):
@@ -76,12 +77,19 @@ def flatten(obj: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         if isinstance(value, float):
             return float(value) if math.isfinite(value) else {"float": repr(float(value))}
         if isinstance(value, (Tensor, np.ndarray)):
-            return store(path, value)
+            node: dict[str, Any] = {}
+            leaves.append((".".join(map(str, path)) or "tensor", value._data if isinstance(value, Tensor) else value,
+                           node))
+            return node
         if isinstance(value, np.generic):
             return encode(value.item(), path, parents)  # NumPy scalars become Python numbers
         if isinstance(value, (dict, list, tuple)):
             if id(value) in parents:
                 raise ValueError(f"kiln.save: {_where(path)} contains itself; a checkpoint must be a tree")
+            if len(parents) >= MAX_DEPTH:
+                raise CheckpointError(f"kiln.save: {_cut(_where(path))} nests too deeply: more than {MAX_DEPTH} dicts, "
+                                      f"lists and tuples inside one another, the most kiln.load rebuilds. Fix: "
+                                      "flatten the structure, e.g. keep a chain of nodes as one list")
             inner = parents + (id(value),)
             if isinstance(value, dict):
                 kind = "counter" if isinstance(value, Counter) else "ordered_dict" if isinstance(value, OrderedDict) \
@@ -92,7 +100,104 @@ def flatten(obj: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         raise TypeError(_unsupported(value, path))
 
     tree = encode(obj, [], ())
-    return arrays, {"version": FORMAT_VERSION, "tree": tree}
+    return _store_shared(leaves), {"version": FORMAT_VERSION, "tree": tree}
+
+
+def shares_memory(values: list[Any]) -> bool:
+    """Whether two of these tensors or arrays share memory (the same one twice, or overlapping views)."""
+    data = [v._data if isinstance(v, Tensor) else v for v in values]
+    return any(len(group) > 1 for group in _memory_groups(data))
+
+
+def _memory_groups(data: list[Any]) -> list[list[int]]:
+    """Indices into `data` grouped by shared memory: the same array object, or NumPy arrays whose bytes
+    overlap. Groups are in order of their first member; members in order."""
+    first_of: dict[int, int] = {}  # id of an array object -> index of its first occurrence
+    spans = []
+    for i, array in enumerate(data):
+        if id(array) in first_of:
+            continue
+        first_of[id(array)] = i
+        if isinstance(array, np.ndarray) and array.size:
+            spans.append((*_byte_span(array), i))
+    parent = {i: i for i in first_of.values()}
+    reach, owner = -1, -1
+    for lo, hi, i in sorted(spans):
+        if lo < reach:
+            parent[i] = owner
+        else:
+            owner = i
+        reach = max(reach, hi)
+    groups: dict[int, list[int]] = {}
+    for i, array in enumerate(data):
+        groups.setdefault(parent[first_of[id(array)]], []).append(i)
+    return sorted(groups.values())
+
+
+def _byte_span(array: np.ndarray) -> tuple[int, int]:
+    """[first byte, one past the last byte) of the memory an array addresses."""
+    start = array.__array_interface__["data"][0]
+    low = sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(array.shape, array.strides) if s > 0)
+    return start + low, start + high + array.itemsize
+
+
+def _store_shared(leaves: list[tuple[str, Any, dict[str, Any]]]) -> dict[str, np.ndarray]:
+    """Name each leaf's storage and fill in its node: leaves that share memory are stored once.
+
+    The same array twice becomes one stored tensor. Arrays whose bytes overlap (views of one
+    another) are stored as the memory they span, once, and each becomes a view node of it: the
+    covering array itself where one covers the span contiguously, else a 1-d span array.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    for group in _memory_groups([data for _, data, _ in leaves]):
+        members = [leaves[i] for i in group]
+        distinct = {id(data): data for _, data, _ in members}
+        if len(distinct) > 1:
+            members = _store_views(members, arrays)
+        names: dict[int, str] = {}  # id of an array -> the name it is stored under
+        for path_name, data, node in members:
+            if id(data) not in names:
+                names[id(data)] = _unique_name(path_name, arrays)
+                arrays[names[id(data)]] = _to_host(data)
+            node["tensor"] = names[id(data)]
+    return arrays
+
+
+def _store_views(members: list[tuple[str, Any, dict[str, Any]]],
+                 arrays: dict[str, np.ndarray]) -> list[tuple[str, Any, dict[str, Any]]]:
+    """Store overlapping NumPy arrays once, as views of one stored array; returns the members left over
+    (a dtype or alignment a view cannot express), which are stored by value."""
+    first = members[0][1]
+    itemsize = first.itemsize
+
+    def viewable(data: Any) -> bool:
+        return (data.dtype == first.dtype and all(s % itemsize == 0 for s in data.strides)
+                and (data.__array_interface__["data"][0] - first.__array_interface__["data"][0]) % itemsize == 0)
+
+    views = [m for m in members if viewable(m[1])]
+    rest = [m for m in members if not viewable(m[1])]
+    lo = min(_byte_span(data)[0] for _, data, _ in views)
+    hi = max(_byte_span(data)[1] for _, data, _ in views)
+    cover = next((data for _, data, _ in views if data.flags.c_contiguous and _byte_span(data) == (lo, hi)), None)
+    name = _unique_name(views[0][0], arrays)
+    arrays[name] = cover if cover is not None else np.asarray(_Memory(first, lo, hi - lo)).view(first.dtype)
+    for _, data, node in views:
+        if data is cover:
+            node["tensor"] = name
+        else:
+            offset = (data.__array_interface__["data"][0] - lo) // itemsize
+            node["view"] = {"of": name, "offset": offset, "shape": list(data.shape),
+                            "stride": [s // itemsize for s in data.strides]}
+    return rest
+
+
+class _Memory:
+    """`size` bytes from address `start`, inside the memory `owner` lives in (kept alive), for np.asarray."""
+
+    def __init__(self, owner: np.ndarray, start: int, size: int):
+        self.owner = owner
+        self.__array_interface__ = {"data": (start, True), "shape": (size,), "typestr": "|u1", "version": 3}
 
 
 def _encode_key(key: Any, path: list[Any]) -> Any:
@@ -142,11 +247,21 @@ def _unsupported(value: Any, path: list[Any]) -> str:
 
 # ---- loading ------------------------------------------------------------------------------
 def unflatten(text: str, tensors: dict[str, Any], source: str) -> Any:
-    """The object `flatten` described in `text` (the metadata entry), with `tensors` filled in."""
+    """The object `flatten` described in `text` (the metadata entry), with `tensors` filled in.
+
+    Raises CheckpointError for a structure kiln.save would not have written: unknown nodes,
+    missing tensors, a key twice in one JSON object or dict node, views outside their tensor,
+    or containers nested more than MAX_DEPTH deep.
+    """
+    too_deep = (f"{source}: the checkpoint structure nests too deeply: more than {MAX_DEPTH} dicts, lists and "
+                "tuples inside one another, the most kiln.load rebuilds (kiln.save refuses deeper ones), so the "
+                "file was not written by kiln.save or was changed since")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, source))
     except RecursionError:
-        raise CheckpointError(f"{source}: the checkpoint structure nests too deeply to rebuild") from None
+        raise CheckpointError(too_deep) from None
+    except CheckpointError:
+        raise
     except ValueError as exc:
         raise CheckpointError(f"{source}: the {CHECKPOINT_KEY!r} metadata is not valid JSON ({exc}); the file "
                               "was not written by kiln.save or was changed since") from None
@@ -157,40 +272,100 @@ def unflatten(text: str, tensors: dict[str, Any], source: str) -> Any:
     if version != FORMAT_VERSION:
         raise CheckpointError(f"{source}: checkpoint format version {_brief(version)}, but this kiln reads version "
                               f"{FORMAT_VERSION}; upgrade kiln to load it")
-    used: dict[str, Any] = {}
 
     def tensor_named(name: Any) -> Any:
         if not isinstance(name, str) or name not in tensors:
             raise CheckpointError(f"{source}: the checkpoint refers to tensor {_brief(name)}, which the file does "
                                   f"not hold (it holds {len(tensors)} tensors)")
-        used[name] = True
         return tensors[name]
 
-    decoders: dict[str, Callable[[Any], Any]] = {
+    def mapping(value: Any, depth: int) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for k, x in _pairs(value, source):
+            key = _decode_key(k, source)
+            if key in out:
+                raise CheckpointError(f"{source}: a dict node holds the key {_brief(key)} twice; kiln.save writes "
+                                      "each key once, so the file was not written by kiln.save or was changed since")
+            out[key] = decode(x, depth)
+        return out
+
+    containers: dict[str, Callable[[Any, int], Any]] = {
+        "list": lambda v, depth: [decode(x, depth) for x in _items(v, "list", source)],
+        "tuple": lambda v, depth: tuple(decode(x, depth) for x in _items(v, "tuple", source)),
+        "dict": mapping,
+        "ordered_dict": lambda v, depth: OrderedDict(mapping(v, depth)),
+        "counter": lambda v, depth: Counter(mapping(v, depth)),
+    }
+    leaves: dict[str, Callable[[Any], Any]] = {
         "tensor": tensor_named,
+        "view": lambda v: _view(v, tensor_named, source),
         "float": lambda v: _special_float(v, source),
-        "list": lambda v: [decode(x) for x in _items(v, "list", source)],
-        "tuple": lambda v: tuple(decode(x) for x in _items(v, "tuple", source)),
-        "dict": lambda v: {_decode_key(k, source): decode(x) for k, x in _pairs(v, source)},
-        "ordered_dict": lambda v: OrderedDict((_decode_key(k, source), decode(x)) for k, x in _pairs(v, source)),
-        "counter": lambda v: Counter({_decode_key(k, source): decode(x) for k, x in _pairs(v, source)}),
     }
 
-    def decode(node: Any) -> Any:
+    def decode(node: Any, depth: int) -> Any:
         if node is None or isinstance(node, (bool, int, float, str)):
             return node
         if isinstance(node, dict) and len(node) == 1:
             (kind, value), = node.items()
-            decoder = decoders.get(kind)
-            if decoder is not None:
-                return decoder(value)
+            if kind in containers:
+                if depth >= MAX_DEPTH:
+                    raise CheckpointError(too_deep)
+                return containers[kind](value, depth + 1)
+            if kind in leaves:
+                return leaves[kind](value)
         raise CheckpointError(f"{source}: unknown checkpoint node {_brief(node)}; expected null, a bool, number or "
-                              "string, or an object with one key of tensor, float, list, tuple, dict, ordered_dict, counter")
+                              "string, or an object with one key of tensor, view, float, list, tuple, dict, "
+                              "ordered_dict, counter")
 
     try:
-        return decode(doc["tree"])
+        return decode(doc["tree"], 0)
     except RecursionError:
-        raise CheckpointError(f"{source}: the checkpoint structure nests too deeply to rebuild") from None
+        raise CheckpointError(too_deep) from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]], source: str) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice raises CheckpointError."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise CheckpointError(f"{source}: the checkpoint structure has a JSON object with the key {_brief(key)} "
+                                  "twice; kiln.save writes each key once, so the file was not written by kiln.save "
+                                  "or was changed since")
+        out[key] = value
+    return out
+
+
+def _view(spec: Any, tensor_named: Callable[[Any], Any], source: str) -> Tensor:
+    """A view node: a tensor sharing memory with the stored tensor it names, bounds-checked."""
+    fields = ("of", "offset", "shape", "stride")
+    if not (isinstance(spec, dict) and sorted(spec) == sorted(fields) and _count(spec["offset"])
+            and isinstance(spec["shape"], list) and isinstance(spec["stride"], list)
+            and len(spec["shape"]) == len(spec["stride"]) <= 64 and all(_count(n) for n in spec["shape"])
+            and all(isinstance(st, int) and not isinstance(st, bool) for st in spec["stride"])):
+        raise CheckpointError(f"{source}: view node {_brief(spec)}, expected {{'of': name, 'offset': int >= 0, "
+                              "'shape': [int >= 0, ...], 'stride': [int, ...]}} with as many strides as sizes")
+    base = tensor_named(spec["of"])
+    offset, shape, stride = spec["offset"], spec["shape"], spec["stride"]
+    size = int(base._data.size)
+    if 0 in shape:
+        low, high = offset, offset - 1
+    else:
+        low = offset + sum((n - 1) * st for n, st in zip(shape, stride) if st < 0)
+        high = offset + sum((n - 1) * st for n, st in zip(shape, stride) if st > 0)
+    if low < 0 or high >= size or offset > size:
+        raise CheckpointError(f"{source}: view node {_brief(spec)} reaches elements {low}..{high} of tensor "
+                              f"{_brief(spec['of'])}, which has {size}; the file was not written by kiln.save or "
+                              "was changed since")
+    flat = base._data.reshape(-1)
+    steps = tuple(st * flat.itemsize if n > 1 else 0 for n, st in zip(shape, stride))  # a size-1 dim never steps
+    data = base._device.xp.lib.stride_tricks.as_strided(flat[offset:], tuple(shape), steps)
+    view = Tensor._wrap(data, base._device)
+    view._base = base  # one version counter, as for any view
+    return view
+
+
+def _count(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 def _items(value: Any, kind: str, source: str) -> list:
@@ -224,5 +399,8 @@ def _special_float(value: Any, source: str) -> float:
 
 
 def _brief(value: Any, limit: int = 120) -> str:
-    text = repr(value)
+    return _cut(repr(value), limit)
+
+
+def _cut(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -52,6 +52,7 @@ METADATA_KEY = "__metadata__"
 MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit: anything larger is not a header
 MAX_DIMS = 64  # NumPy's (and PyTorch's) limit on the number of dimensions
 MAX_NBYTES = 2**63 - 1  # no array, not even an empty one, may have dims whose product exceeds this
+READ_CHUNK = 64 * 1024 * 1024  # a stream of unknown size is read this much at a time, so memory follows the data
 _ALIGNMENT = 8
 
 
@@ -189,12 +190,16 @@ def _read_stream(f: BinaryIO) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     name = _stream_name(f)
     header, _, _ = _read_header(f, name, None)
     metadata = header.pop(METADATA_KEY, None) or {}
-    entries = [(key, _parse_entry(key, entry, _bytes_left(f), name)) for key, entry in header.items()]
+    left = _bytes_left(f)
+    entries = [(key, _parse_entry(key, entry, left, name)) for key, entry in header.items()]
     data_size = max((end for _, (_, _, _, end) in entries), default=0)
     _check_coverage([e for _, e in entries], data_size, name)
     arrays = {}
     for key, (dtype, shape, begin, end) in sorted(entries, key=lambda e: (e[1][2], e[1][3])):
-        arrays[key] = _read_array(f, None, end - begin, dtype, shape, key, name)
+        if left == MAX_NBYTES and end - begin > READ_CHUNK:  # a pipe: a size is a claim until the bytes come
+            arrays[key] = _read_array_in_chunks(f, end - begin, dtype, shape, key, name)
+        else:
+            arrays[key] = _read_array(f, None, end - begin, dtype, shape, key, name)
     return {key: arrays[key] for key, _ in entries}, metadata
 
 
@@ -351,6 +356,31 @@ def _read_into(f: BinaryIO, buffer: np.ndarray) -> int:
     return got
 
 
+def _read_array_in_chunks(f: BinaryIO, nbytes: int, dtype: np.dtype, shape: tuple, name: str,
+                          path: Any) -> np.ndarray:
+    """`_read_array` for a stream of unknown size: memory grows with the bytes that arrive, at most
+    READ_CHUNK ahead of them, so a header claiming terabytes fails as truncated, not out of memory."""
+    buffer = bytearray()
+    while len(buffer) < nbytes:
+        chunk = f.read(min(READ_CHUNK, nbytes - len(buffer)))
+        if not chunk:
+            raise _not_safetensors(path, f"tensor {_short(name)} is truncated: its header entry claims {nbytes} "
+                                         f"bytes, but the stream ended after {len(buffer)}; the file is cut short "
+                                         "or its header is corrupt")
+        buffer += chunk
+    return _finish_array(np.frombuffer(buffer, dtype=dtype).reshape(shape), name, path)
+
+
+def _finish_array(array: np.ndarray, name: str, path: Any) -> np.ndarray:
+    """Check a BOOL tensor's bytes and bring the array to native byte order."""
+    dtype = array.dtype
+    if dtype.kind == "b" and array.size and array.view(np.uint8).max() > 1:
+        raise _not_safetensors(path, f"BOOL tensor {_short(name)} holds bytes other than 0 and 1")
+    if not dtype.isnative:
+        array = array.astype(dtype.newbyteorder("="))
+    return array
+
+
 def _read_array(f: BinaryIO, start: int | None, nbytes: int, dtype: np.dtype, shape: tuple, name: str,
                 path: Any) -> np.ndarray:
     """Read straight into a fresh aligned array (no intermediate bytes object); start None reads on."""
@@ -365,8 +395,4 @@ def _read_array(f: BinaryIO, start: int | None, nbytes: int, dtype: np.dtype, sh
         got = _read_into(f, array.reshape(-1).view(np.uint8))
         if got != nbytes:
             raise _not_safetensors(path, f"tensor {_short(name)} is truncated: read {got} of {nbytes} bytes")
-    if dtype.kind == "b" and array.size and array.view(np.uint8).max() > 1:
-        raise _not_safetensors(path, f"BOOL tensor {_short(name)} holds bytes other than 0 and 1")
-    if not dtype.isnative:
-        array = array.astype(dtype.newbyteorder("="))
-    return array
+    return _finish_array(array, name, path)

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Mapping
 import numpy as np
 
 from ..tensor import Tensor, _to_host, from_numpy
-from .checkpoint import CHECKPOINT_KEY, flatten, is_flat_state_dict, unflatten
+from .checkpoint import CHECKPOINT_KEY, flatten, is_flat_state_dict, shares_memory, unflatten
 from .safetensors import _stream_name, is_file_object, read_arrays, read_metadata, write_arrays
 
 __all__ = ["save", "load", "load_metadata"]
@@ -32,7 +32,11 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, metadata: Mapping[str, str] 
     arrays, str, int, float, bool and None: ``model.state_dict()``,
     ``optimizer.state_dict()``, or ``{"model": ..., "optimizer": ..., "iter": 100,
     "config": {...}}``. Tensors are written by value (C order, little-endian); a tensor
-    that appears twice (tied weights) is stored once and comes back as one tensor.
+    that appears twice (tied weights) is stored once and comes back as one tensor, and
+    tensors that share memory (views of one another) are stored once and come back as
+    views sharing memory, as ``torch.load`` gives them back. A state dict without such
+    sharing is a plain safetensors file. Containers nest at most
+    ``kiln.io.checkpoint.MAX_DEPTH`` deep; a deeper `obj` raises ``kiln.io.CheckpointError``.
     A path is replaced atomically; a file object (``open(p, "wb")``, ``io.BytesIO``) is
     written at its position and need not be seekable. `metadata` is an optional dict
     of strings stored in the header (read it back with ``kiln.io.load_metadata``).
@@ -41,7 +45,7 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO, metadata: Mapping[str, str] 
 
     >>> kiln.save({"model": model.state_dict(), "step": 100}, "ckpt.safetensors")
     """
-    if is_flat_state_dict(obj):
+    if is_flat_state_dict(obj) and not shares_memory(list(obj.values())):
         arrays, structure = {name: _array(value) for name, value in obj.items()}, None
     else:
         arrays, structure = flatten(obj)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ...tensor import Tensor
+from ...tensor import Tensor, from_numpy
 
 
 def _is_namedtuple(value: Any) -> bool:
@@ -56,7 +56,7 @@ def default_collate(samples: Sequence[Any]) -> Any:
         if len({a.shape for a in arrays}) != 1:
             raise ValueError(f"default_collate: arrays in a batch must have the same shape, got shapes "
                              f"{sorted({a.shape for a in arrays})}; pass collate_fn= to DataLoader")
-        return Tensor._wrap(np.stack(arrays))
+        return from_numpy(np.stack(arrays))  # integers kiln lacks (uint8 images) widen to int64
     if isinstance(first, bool):
         return Tensor._wrap(np.asarray(samples, dtype=np.bool_))
     if isinstance(first, int):
@@ -89,9 +89,9 @@ def default_convert(data: Any) -> Any:
     if isinstance(data, Tensor):
         return data
     if isinstance(data, np.ndarray):
-        return data if data.dtype.kind in "OSUV" else Tensor._wrap(data)
+        return data if data.dtype.kind in "OSUV" else from_numpy(data)
     if isinstance(data, np.generic):
-        return data if data.dtype.kind in "OSUV" else Tensor._wrap(np.asarray(data))
+        return data if data.dtype.kind in "OSUV" else from_numpy(np.asarray(data))
     if isinstance(data, Mapping):
         return _same_mapping(data, {key: default_convert(value) for key, value in data.items()})
     if _is_namedtuple(data):

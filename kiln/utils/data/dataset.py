@@ -10,6 +10,7 @@ from typing import Any, Generic, Iterable, Iterator, Sequence, TypeVar
 import numpy as np
 
 from ...random import Generator
+from ...dtypes import lossless_array
 from ...tensor import Tensor
 
 T_co = TypeVar("T_co", covariant=True)
@@ -50,10 +51,10 @@ class IterableDataset(Dataset[T_co]):
 
 
 def _as_array(value: Any) -> np.ndarray:
-    """A tensor, array or nested list as a NumPy array (no copy for CPU tensors)."""
+    """A tensor, array or nested list as a NumPy array of a kiln dtype (no copy for CPU tensors)."""
     if isinstance(value, Tensor):
         return np.asarray(value.detach().numpy())
-    return np.asarray(value)
+    return lossless_array(np.asarray(value), "TensorDataset")
 
 
 def _row_index(index: Any) -> Any:

@@ -5,9 +5,11 @@ from typing import Any, Generic, Iterable, Iterator, Sequence, Sized, TypeVar
 
 import numpy as np
 
-from ...random import Generator
+from ...random import Generator, default_generator
 
 T_co = TypeVar("T_co", covariant=True)
+
+DRAW_CHUNK = 8192  # uniforms drawn at a time by samplers with replacement (a multiple of 4, see _uniform_chunks)
 
 
 def _randperm(n: int, generator: Generator | None) -> list[int]:
@@ -22,6 +24,21 @@ def _uniform(n: int, generator: Generator | None) -> np.ndarray:
     from ...functional.creation import rand  # noqa: PLC0415
 
     return rand(n, dtype="float64", generator=generator).numpy()
+
+
+def _uniform_chunks(n: int, generator: Generator | None) -> Iterator[np.ndarray]:
+    """The same n float64 draws as `_uniform(n, generator)`, made lazily, DRAW_CHUNK at a time.
+
+    The n stream positions are reserved up front, so the generator advances exactly as one
+    draw of n would (later draws elsewhere cannot interleave), yet only one chunk is ever in
+    memory: ``num_samples=10**10`` costs nothing until it is iterated. A chunk size that is a
+    multiple of 4 keeps each chunk on the positions the single draw would have used.
+    """
+    seed, offset = (generator or default_generator).take(n)
+    stream = Generator(seed)
+    stream._set_state((seed, offset))
+    for start in range(0, n, DRAW_CHUNK):
+        yield _uniform(min(DRAW_CHUNK, n - start), stream)
 
 
 def _positive_int(value: Any, name: str, owner: str) -> int:
@@ -69,7 +86,9 @@ class RandomSampler(Sampler[int]):
     """Random indices: a fresh permutation per epoch, or `num_samples` draws with `replacement`.
 
     The draws come from `generator` if given, else from kiln's global stream (so
-    ``kiln.manual_seed`` makes them reproducible).
+    ``kiln.manual_seed`` makes them reproducible). Draws with replacement are made lazily,
+    a chunk at a time, so a huge `num_samples` (``int(1e10)``, for "iterate forever") costs
+    nothing up front; ``len()`` is still `num_samples`.
 
     >>> sampler = RandomSampler(ds, generator=kiln.Generator(0))
     """
@@ -94,8 +113,8 @@ class RandomSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         n = len(self.data_source)
         if self.replacement:
-            draws = np.floor(_uniform(self.num_samples, self.generator) * n).astype(np.int64)
-            yield from np.minimum(draws, n - 1).tolist()
+            for u in _uniform_chunks(self.num_samples, self.generator):
+                yield from np.minimum(np.floor(u * n).astype(np.int64), n - 1).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from _randperm(n, self.generator)
@@ -154,12 +173,13 @@ class WeightedRandomSampler(Sampler[int]):
         self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
-        u = _uniform(self.num_samples if self.replacement else len(self.weights), self.generator)
         if self.replacement:
             cdf = np.cumsum(self.weights)
-            picks = np.searchsorted(cdf, u * cdf[-1], side="right")
-            yield from np.minimum(picks, len(self.weights) - 1).tolist()
+            for u in _uniform_chunks(self.num_samples, self.generator):
+                picks = np.searchsorted(cdf, u * cdf[-1], side="right")
+                yield from np.minimum(picks, len(self.weights) - 1).tolist()
             return
+        u = _uniform(len(self.weights), self.generator)
         # without replacement: the num_samples largest keys log(u) / w (exponential-race sampling)
         with np.errstate(divide="ignore"):
             keys = np.where(self.weights > 0, np.log(u) / np.where(self.weights > 0, self.weights, 1.0), -np.inf)
