@@ -245,6 +245,12 @@ def run_post_accumulate_hooks(t: Tensor) -> None:
             hook(t)
 
 
+def _memory(data: Any) -> Any:
+    """The array that owns `data`'s memory."""
+    base = getattr(data, "base", None)
+    return data if base is None else base
+
+
 def _whole_view(data: Any, base: Any) -> bool:
     """Whether `data` is a C-ordered view of all of `base`'s memory (a reshaped or twice-transposed
     fresh result): it can then be handed out as a gradient as it is, with `base` counted as handed out."""
@@ -346,10 +352,14 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                     prev = leaf_results.get(id(out))
                     leaf_results[id(out)] = g if prev is None else prev + g
             input_grads = node.prim.vjp(g, node.inputs, node, **node.params)
+            to_nodes = {id(_memory(gi._data)) for child, gi in zip(node.edges, input_grads)
+                        if gi is not None and child} if len(input_grads) > 1 else ()
             for inp, child, gi in zip(node.inputs, node.edges, input_grads):
                 if gi is None or child is False:
                     continue
                 if child is None:
+                    if id(_memory(gi._data)) in to_nodes:  # shared with a gradient still flowing (x + b):
+                        handed_out.add(id(gi._data))  # a hook writing to .grad must not change the other
                     add_leaf_grad(inp, gi)
                 else:
                     key = id(child)

@@ -697,12 +697,33 @@ def g_view_inplace(b: Builder) -> None:
     b.add_op("view_iadd", (x, b.new_input(b.partner_shape(target, narrower=True))), {"index": index})
 
 
+def g_view_of_input(b: Builder) -> None:
+    """A view of an argument (a slice, transpose, flattening or detach), maybe after an in-place
+    update of it: a replay must hand back a view of the live argument where eager does."""
+    inputs = [i for i, s in enumerate(b.stmts)
+              if isinstance(s, Input) and s.dtype in FLOATS and len(s.shape) >= 1 and s.view != "expanded"]
+    x = b.choice(inputs) if inputs and b.flag() else b.new_input(b.shape(1, 2, 3), dtype=b.dtype)
+    spec = b.stmts[x]
+    if not spec.grad and b.integer(0, 2) == 0:
+        x = b.add_op(b.choice(["input_iadd", "input_imul"]), (x, b.partner(x, narrower=True))) or x
+    nd = b.ndim(x)
+    kind = b.choice(["getitem", "transpose", "reshape", "detach"])
+    if kind == "getitem":
+        b.add_op("getitem", (x,), {"index": _index_tokens(b, b.shape_of(x))})
+    elif kind == "transpose" and nd >= 2:
+        b.add_op("transpose", (x,), {"d0": 0, "d1": nd - 1})
+    elif kind == "reshape":
+        b.add_op("reshape", (x,), {"shape": (-1,)})
+    else:
+        b.add_op("detach", (x,))
+
+
 # In order of simplicity: hypothesis shrinks a choice toward the front of this list.
 GENERATORS: list[Callable[[Builder], None]] = [
     g_unary, g_binary, g_scalar, g_reduce, g_reshape, g_movement, g_getitem, g_compare, g_where,
     g_masked_fill, g_logical, g_cast, g_clamp, g_const, g_cumsum, g_softmax, g_indexing, g_split, g_join,
     g_pad, g_tri, g_matmul, g_layer_norm, g_batch_norm, g_conv, g_pool, g_random, g_embedding, g_attention,
-    g_loss, g_inplace, g_input_inplace, g_constant, g_repeat, g_int, g_view_inplace,
+    g_loss, g_inplace, g_input_inplace, g_constant, g_repeat, g_int, g_view_inplace, g_view_of_input,
 ]
 
 

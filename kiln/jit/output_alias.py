@@ -10,8 +10,8 @@ A plan computes its outputs into fresh arrays. Eager code, though, may return
 comes from; `OutputAliases.apply` rebuilds them on each replay from the live tensors (after
 the plan wrote its state back), and the plan's copy of the values is dropped:
 - an output that *is* such a tensor comes back as that object;
-- a view reached from such a tensor through view nodes of the graph (reshape, permute,
-  expand, a slice, detach) is rebuilt by running those nodes' kernels on the live tensor's
+- a view reached from such a tensor through view nodes of the graph (primitives that are
+  views in eager: reshape, permute, expand, a slice, detach) is rebuilt by running those nodes' kernels on the live tensor's
   array, so it is a view exactly where eager's would be, for this call's sizes too;
 - any other output that shares memory with such a tensor (a view taken before an in-place
   update of it) is rebuilt at the byte offset and strides it had while tracing; that holds
@@ -32,9 +32,6 @@ from ..tensor import Tensor
 from .ir import Graph, Value
 from .step_binding import grad_owner, memory_owner, state_entry
 from .symbolic import resolve
-
-VIEW_PRIMS = frozenset({"reshape", "permute", "expand", "index", "stop_gradient"})
-
 
 class Source(NamedTuple):
     """Where an aliased output's tensor is found on each call.
@@ -94,6 +91,8 @@ def _strided_into(source: Any, how: tuple) -> Any | None:
 def _through_views(source: Any, chain: tuple, xp: Any, dims: dict | None) -> Any:
     for kernel, params in chain:
         source = kernel(xp, source, **(resolve(params, dims) if dims is not None else params))
+        if isinstance(source, np.generic):  # a NumPy scalar from indexing: a 0-d array, as eager makes it
+            source = np.asarray(source)
     return source
 
 
@@ -184,7 +183,7 @@ def find_aliases(outputs: list[Tensor], sources: list[tuple[Source, Tensor]], gr
             continue
         by_id[id(t)] = Source("output", k)
         value = graph.outputs[k]
-        if value.id not in producers or producers[value.id].prim.name not in VIEW_PRIMS:
+        if value.id not in producers or not producers[value.id].prim.is_view:
             roots.setdefault(value.id, Source("output", k))
     candidates = list(sources) + [(Source("output", k), t) for k, t in enumerate(outputs)
                                   if by_id.get(id(t)) == Source("output", k)]
@@ -212,7 +211,7 @@ def _view_chain(value: Value, producers: dict, roots: dict[int, Source]) -> tupl
     chain = []
     while value.id not in roots:
         node = producers.get(value.id)
-        if node is None or node.prim.name not in VIEW_PRIMS or len(node.inputs) != 1:
+        if node is None or not node.prim.is_view or len(node.inputs) != 1:
             return None
         chain.append((node.prim.kernel, node.params))
         value = node.inputs[0]

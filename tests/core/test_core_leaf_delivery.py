@@ -92,3 +92,23 @@ def test_early_delivery_keeps_higher_order_gradients():
     x.grad = None
     g.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), 6 * np.array([1.5, -0.5]))
+
+
+def test_a_post_hook_writing_a_bias_grad_in_place_leaves_the_other_gradients_alone():
+    """``y = x @ w.T + b`` without a batch dim hands b the very gradient that still flows to w:
+    a post-accumulate hook scaling b.grad in place must not scale w's gradient (as in PyTorch)."""
+    torch = pytest.importorskip("torch")
+    grads = {}
+
+    def halve(p):
+        p.grad.mul_(0.5)
+
+    for lib in (kiln, torch):
+        w = lib.tensor([[1.0, -2.0, 3.0], [0.5, 1.5, -1.0]], requires_grad=True)
+        b = lib.tensor([0.25, -0.75], requires_grad=True)
+        b.register_post_accumulate_grad_hook(halve)
+        x = lib.tensor([1.0, -2.0, 3.0])
+        ((x @ w.T + b) ** 2).sum().backward()
+        grads[lib.__name__] = (w.grad.numpy().copy(), b.grad.numpy().copy())
+    for got, want in zip(grads["kiln"], grads["torch"]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -71,6 +71,23 @@ def test_harness_reports_a_wrong_compiled_result(monkeypatch):
     assert any("call 1 grad of input 0: values differ" in p for p in problems), problems
 
 
+def test_harness_reports_outputs_that_alias_unlike_eager(monkeypatch):
+    """Returning an argument, a view of it after an in-place update, and one tensor twice: a replay
+    that hands back copies instead is caught by the alias comparison, not only by values."""
+    from kiln.jit.output_alias import OutputAliases
+
+    program = Program(dtype="float32", seed=2, stmts=[
+        Input((3, 2), "float32"),
+        Op("input_iadd", (0, 0)),
+        Op("getitem", (1,), {"index": (("s", 0, 2, None),)}),
+        Op("neg", (2,)),
+    ], outputs=(3, 2, 0, 3), no_grad=True)
+    assert not check_program(program, dynamic=False).mismatches
+    monkeypatch.setattr(OutputAliases, "apply", lambda self, tensors, leaves, dims=None: list(tensors))
+    problems = check_program(program, backends=["interpret"], dynamic=False).mismatches
+    assert any("alias differently" in p for p in problems), problems
+
+
 def test_cli_runs_a_short_campaign(capsys):
     from kiln.fuzz.__main__ import main
 

@@ -431,6 +431,52 @@ def _():
     return Case(m, (x3(),), lambda: setattr(state, "k", 2.0))
 
 
+def _hooked_step(register: Callable[[kiln.nn.Linear, Box], Any]) -> tuple[Callable, Callable]:
+    """A whole training step whose parameter has a gradient hook reading `state.k`, and its eager twin."""
+    def build() -> tuple[Callable, Any]:
+        kiln.manual_seed(0)
+        m = kiln.nn.Linear(3, 2)
+        opt = kiln.optim.SGD(m.parameters(), lr=0.1)
+        state = Box(k=1.0)
+        register(m, state)
+
+        def step(x):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            opt.step()
+            return m.weight * 1.0
+        return step, state
+    return build
+
+
+@pattern("gradient hook on a parameter reads a closure (whole step)", "modules", "guard")
+def _():
+    build = _hooked_step(lambda m, state: m.weight.register_hook(lambda g: g * state.k))
+    step, state = build()
+    twin, twin_state = build()
+    return Case(step, (x3(),), lambda: (setattr(state, "k", 0.5), setattr(twin_state, "k", 0.5)), eager=twin)
+
+
+@pattern("post-accumulate-grad hook reads a closure (whole step)", "modules", "guard")
+def _():
+    build = _hooked_step(lambda m, state: m.bias.register_post_accumulate_grad_hook(lambda p: p.grad.mul_(state.k)))
+    step, state = build()
+    twin, twin_state = build()
+    return Case(step, (x3(),), lambda: (setattr(state, "k", 0.5), setattr(twin_state, "k", 0.5)), eager=twin)
+
+
+@pattern("gradient hook registered after compiling (whole step)", "modules", "guard")
+def _():
+    build = _hooked_step(lambda m, state: setattr(state, "m", m))
+    step, state = build()
+    twin, twin_state = build()
+
+    def change():
+        for s in (state, twin_state):
+            s.m.weight.register_hook(lambda g: g * 0.25)
+    return Case(step, (x3(),), change, eager=twin)
+
+
 # ---- class 3: a bound method of a module --------------------------------------------------------
 @pattern("compile(model.forward): training mode", "bound methods", "guard")
 def _():
@@ -678,6 +724,26 @@ def _():
     def f(x):
         return x * TABLE[key]
     return Case(f, (x3(),), lambda: TABLE.__setitem__("a", 4.0))
+
+
+@pattern("function found by a computed key reads a global", "unfollowed reads", "guard")
+def _():
+    global SCALE
+    SCALE = 2.0
+    key = "scaled"
+
+    def scaled(x):
+        return x * SCALE
+
+    table = {"scaled": scaled, "neg": lambda x: -x}
+
+    def f(x):
+        return table[key](x)
+
+    def change():
+        global SCALE
+        SCALE = 3.0
+    return Case(f, (x3(),), change)
 
 
 @pattern("list lookup with a computed index", "unfollowed reads", "guard")
