@@ -280,3 +280,30 @@ def test_an_option_switched_on_mid_run_creates_its_state(switch):
         return _weights(model)
 
     _assert_same(run(False), run(True))
+
+
+def test_threads_calling_a_compiled_training_step_lose_no_optimizer_step():
+    model = _model()
+    opt = kiln.optim.Adam(model.parameters(), lr=1e-3)
+
+    @kiln.compile
+    def step(x):
+        opt.zero_grad()
+        model(x).pow(2).sum().backward()
+        opt.step()
+
+    x = _batch(0)
+    step(x)
+    step(x)
+
+    def work():
+        for _ in range(25):
+            step(x)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {float(s["step"].item()) for s in opt.state.values()} == {102.0}
+    assert step.stats.fallbacks == 0
