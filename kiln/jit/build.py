@@ -80,12 +80,7 @@ def alias_sources(traced: Trace) -> list[tuple[Source, Tensor]]:
     """The tensors a returned tensor may be (or view) that live outside the plan, as they are at
     the end of the trace: arguments, parameters, buffers and captured tensors, and the optimizer
     state and ``.grad`` s a whole step reads or sets."""
-    sources: list[tuple[Source, Tensor]] = []
-    for x in traced.in_leaves:
-        if isinstance(x, Tensor) and traced.leaf_of_tensor.get(id(x)) is not None:
-            index = traced.leaf_of_tensor[id(x)]
-            if traced.in_leaves[index] is x and not any(s.ref == index for s, _ in sources):
-                sources.append((Source("arg", index), x))
+    sources = [(Source("arg", index), traced.in_leaves[index]) for index in traced.leaf_of_tensor.values()]
     for spec in traced.graph.specs:
         if spec.kind in ("param", "buffer", "captured"):
             sources.append((Source("tensor", spec.ref), spec.ref))

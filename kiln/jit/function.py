@@ -314,7 +314,7 @@ class JITFunction:
         for note in notes:
             message = (f"kiln.compile({self.__name__}): {note}; a compiled call returns them as separate tensors, "
                        "so a write through one is not seen in the other, as it is in eager. Fix: return the "
-                       "tensor they are views of as well, or .clone() them in the function")
+                       "tensor they view as well, or .clone() them in the function")
             if self.fullgraph:
                 raise GraphBreakError(message)
             self._warn_once(f"shared outputs {note}", message)

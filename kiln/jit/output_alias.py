@@ -11,8 +11,9 @@ comes from; `OutputAliases.apply` rebuilds them on each replay from the live ten
 the plan wrote its state back), and the plan's copy of the values is dropped:
 - an output that *is* such a tensor comes back as that object;
 - a view reached from such a tensor through view nodes of the graph (primitives that are
-  views in eager: reshape, permute, expand, a slice, detach) is rebuilt by running those nodes' kernels on the live tensor's
-  array, so it is a view exactly where eager's would be, for this call's sizes too;
+  views in eager: reshape, permute, expand, a slice, detach) is rebuilt by running those
+  nodes' kernels on the live tensor's array, so it is a view exactly where eager's would
+  be, for this call's sizes too;
 - any other output that shares memory with such a tensor (a view taken before an in-place
   update of it) is rebuilt at the byte offset and strides it had while tracing; that holds
   only while the tensor keeps the layout it had then, which `stale_reason` checks before a
@@ -131,7 +132,7 @@ class OutputAliases:
                 array = _through_views(source._data, alias.how[1], source._device.xp, dims)
             else:
                 array = _strided_into(source._data, alias.how)
-                if array is None:  # an output source laid out unlike its trace: keep the plan's copy
+                if array is None:  # optimizer state or a .grad laid out unlike its trace: keep the plan's copy
                     continue
             out = tensors[alias.index]
             out._data = array
