@@ -6,7 +6,8 @@
 """
 from . import dtypes as _dtypes
 from .allocator import tune_allocator as _tune_allocator
-from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (enable_grad, grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                       set_grad_enabled)
 from .device import Device, cuda_is_available, get_device
 from .dtypes import (DType, DTypeMismatchError, DTypeOverflowError, bfloat16, bool_, float16, float32, float64,
                      int32, int64)
@@ -15,6 +16,10 @@ from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, s
 from .tensor import Tensor, as_tensor, from_numpy, is_tensor, tensor
 from . import tensor_methods as _tensor_methods  # noqa: F401 - attaches Tensor methods
 from .functional import *  # noqa: F403
+from .functional.diagonal import diag, diag_embed, diagonal
+from .functional.shape import roll
+from .legacy_tensors import (BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
+                             LongTensor)
 from . import functional, autograd  # noqa: F401
 from .functional.math import IntegerDivisionByZeroError  # noqa: E402
 from . import nn, models  # noqa: F401,E402 - kiln.nn / kiln.models after `import kiln`
@@ -41,7 +46,7 @@ from . import data, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`
 from .io import load, save  # noqa: E402 - weights I/O in safetensors (never pickle)
 from .interop import from_dlpack  # noqa: E402 - also attaches Tensor.__dlpack__ / __dlpack_device__
 from . import io, onnx  # noqa: E402,F401 - kiln.onnx imports the onnx package only when exporting
-from . import amp, backends, cuda, utils  # noqa: E402,F401 - PyTorch's namespaces: kiln.cuda, kiln.backends, ...
+from . import accelerator, amp, backends, cuda, utils  # noqa: E402,F401 - PyTorch's namespaces: kiln.cuda, ...
 from .amp import autocast  # noqa: E402
 from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_precision,  # noqa: E402
                        set_float32_matmul_precision, use_deterministic_algorithms)

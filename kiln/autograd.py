@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 class _GradState(threading.local):
     enabled: bool = True
+    inference: bool = False
 
 
 _state = _GradState()
@@ -29,6 +30,16 @@ _state = _GradState()
 def is_grad_enabled() -> bool:
     """Whether operations are recorded for autograd in this thread."""
     return _state.enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread runs inside ``kiln.inference_mode()``.
+
+    >>> with kiln.inference_mode():
+    ...     kiln.is_inference_mode_enabled()
+    True
+    """
+    return _state.inference
 
 
 class _GradMode:
@@ -102,6 +113,55 @@ class set_grad_enabled(_GradMode):
                 return fn(*args, **kwargs)
 
         return wrapper
+
+
+class inference_mode(_GradMode):
+    """No gradient recording, for inference: ``with kiln.inference_mode(): ...`` or as a decorator.
+
+    kiln records nothing under it, as under `no_grad` (a compiled function traced inside it
+    is an inference plan, as under no_grad); `is_inference_mode_enabled` reports it.
+    ``inference_mode(False)`` turns it, and grad mode, back on inside an outer one.
+
+    >>> with kiln.inference_mode():
+    ...     y = model(x)
+    >>> @kiln.inference_mode()
+    ... def predict(x): return model(x)
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if callable(mode):  # @kiln.inference_mode without parentheses
+            return super().__new__(cls)(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True):
+        if not isinstance(mode, int) and getattr(getattr(mode, "dtype", None), "kind", "") != "b":
+            raise TypeError(f"inference_mode(mode) expects a bool, got {type(mode).__name__} ({mode!r}); "
+                            "write kiln.inference_mode() or kiln.inference_mode(False)")
+        self._value = bool(mode)
+
+    def __enter__(self) -> None:
+        self._prev = _state.enabled
+        self._prev_inference = _state.inference
+        _state.enabled = not self._value
+        _state.inference = self._value
+
+    def __exit__(self, *exc: object) -> None:
+        _state.enabled = self._prev
+        _state.inference = self._prev_inference
+
+    def __call__(self, fn: Callable) -> Callable:
+        value = self._value
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(value):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def clone(self) -> inference_mode:
+        """A new context manager with the same mode."""
+        return inference_mode(self._value)
 
 
 # Serializes every read-modify-write of a ``.grad`` done by the backward engine, as PyTorch's

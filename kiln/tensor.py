@@ -48,11 +48,30 @@ class Tensor:
     _node: autograd.Node | None
     requires_grad: bool
 
-    def __init__(self, data: Any = None, dtype: Any = None, device: Any = None,
-                 requires_grad: bool = False):
-        src = tensor(data if data is not None else [], dtype=dtype, device=device,
-                     requires_grad=requires_grad)
+    def __init__(self, *args: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False):
+        """``Tensor(2, 3)``: zeros of that shape; ``Tensor([1, 2])``: the data as float32.
+
+        A tensor is shared (it keeps its dtype) and a NumPy array keeps its dtype, so no value is lost.
+
+        Also kiln's older ``Tensor(data, dtype, device, requires_grad)``, positional or by keyword.
+        """
+        from .legacy_tensors import legacy_new  # noqa: PLC0415 - it imports this module
+
+        if len(args) > 1 and _names_dtype(args[1]):  # kiln's Tensor(data, dtype, device, requires_grad)
+            if len(args) > 4:
+                raise TypeError(f"Tensor() takes sizes or (data, dtype, device, requires_grad), got {len(args)} "
+                                "arguments; pass the sizes as ints, e.g. kiln.Tensor(2, 3)")
+            args, extra = args[:1], dict(zip(("dtype", "device", "requires_grad"), args[1:]))
+            dtype, device = extra.get("dtype", dtype), extra.get("device", device)
+            requires_grad = extra.get("requires_grad", requires_grad)
+        if dtype is not None and len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+            src = tensor(args[0], dtype=dtype, device=device)  # kiln's own form: a copy as `dtype`
+        else:
+            dev = get_device(device) if device is not None else None
+            src = legacy_new(args, get_dtype(dtype) if dtype is not None else None, dev, "kiln.Tensor")
         _init_from_array(self, src._data, src._device, requires_grad)
+        if src._base is not None:  # Tensor(t) shares t's memory, and so its version counter
+            self._base = src._base
 
     # ---- construction -------------------------------------------------------------
     @staticmethod
@@ -107,6 +126,10 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self._device.type == "cpu"
 
     def is_floating_point(self) -> bool:
         return self._data.dtype.kind in "fV"  # "V": bfloat16 (ml_dtypes)
@@ -363,9 +386,13 @@ class Tensor:
         return self.to("bool")
 
     def type(self, dtype: Any = None) -> Any:
+        """The dtype's name with no argument; else this tensor as `dtype`, which may be a legacy
+        class or its name (``x.type(kiln.LongTensor)``, ``x.type("torch.LongTensor")``)."""
         if dtype is None:
             return f"kiln.{self.dtype.name}"
-        return self.to(dtype)
+        from .legacy_tensors import legacy_dtype  # noqa: PLC0415 - it imports this module
+
+        return self.to(legacy_dtype(dtype) or dtype)
 
     # ---- printing -----------------------------------------------------------------
     def __repr__(self) -> str:
@@ -389,6 +416,20 @@ class Tensor:
 
     def __reduce__(self):
         return (tensor, (_to_host(self._data), self.dtype.name, str(self._device), self.requires_grad))
+
+
+def _names_dtype(arg: Any) -> bool:
+    """Whether the second positional argument of ``Tensor(...)`` is a dtype (or None) rather than a size."""
+    return arg is None or isinstance(arg, (DType, str, type, np.dtype)) or type(arg).__name__ == "dtype"
+
+
+def _not_on(device_type: str) -> property:
+    """An ``is_<device>`` property for a device kiln never puts a tensor on: always False."""
+    return property(lambda self: False, doc=f"False: kiln keeps no tensor on {device_type}.")
+
+
+for _kind in ("ipu", "maia", "meta", "mkldnn", "mps", "mtia", "vulkan", "xla", "xpu"):
+    setattr(Tensor, f"is_{_kind}", _not_on(_kind))
 
 
 def _init_from_array(t: Tensor, data: Any, device: Device, requires_grad: bool) -> None:

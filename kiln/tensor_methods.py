@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from . import autograd, tensor_data
 from .functional import compare, creation, math, sampling, shape, sorting, tiling
+from .functional import diagonal as diagonals
 from .dtypes import check_fits
 from .ops import primitive
 from .ops.primitive import REGISTRY, bind_binary
@@ -51,7 +52,8 @@ _PLAIN = {
     "select": shape.select, "flip": shape.flip, "gather": shape.gather, "index_select": shape.index_select,
     "masked_fill": shape.masked_fill, "tril": shape.tril, "triu": shape.triu, "clone": shape.clone,
     "contiguous": shape.contiguous, "movedim": shape.movedim, "scatter_add": shape.scatter_add,
-    "take_along_dim": shape.take_along_dim,
+    "take_along_dim": shape.take_along_dim, "roll": shape.roll,
+    "diag": diagonals.diag, "diagonal": diagonals.diagonal, "diag_embed": diagonals.diag_embed,
 }
 
 for _name, _fn in _PLAIN.items():
@@ -303,9 +305,9 @@ def _new_full(self: Tensor, size: Any, fill_value: Any, *, dtype: Any = None, de
 
 
 def _new_filler(name: str, value: Any) -> Callable:
-    def method(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
+    def method(self: Tensor, *sizes: Any, size: Any = None, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
-        shape = creation._shape(size, name)
+        shape = creation.size_arg(sizes, size, name)
         return _new_full(self, shape, value, dtype=dtype, device=device, requires_grad=requires_grad)
 
     method.__name__ = name

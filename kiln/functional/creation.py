@@ -30,6 +30,16 @@ def _size(size: Any, op: str) -> tuple[int, ...]:
     return _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), op)
 
 
+def size_arg(shape: tuple, size: Any, op: str) -> tuple[int, ...]:
+    """The shape of creation op `op`: positional sizes (``zeros(2, 3)``, ``zeros((2, 3))``) or ``size=``."""
+    if size is None:
+        return _shape(shape, op)
+    if shape:
+        raise TypeError(f"{op}() got the size twice, as positional arguments {shape} and as size={size!r}; "
+                        f"pass one, e.g. {op}(size={size!r})")
+    return _size(size, op)
+
+
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     if requires_grad:
         t = t.detach()
@@ -37,13 +47,20 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     return t
 
 
-def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+def full(size: Any = None, fill_value: Any = None, *, shape: Any = None, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    """A tensor of `shape` filled with `fill_value`.
+    """A tensor of `size` filled with `fill_value` (NumPy's spelling ``shape=`` works too).
 
     An integer dtype that cannot hold `fill_value` raises (kiln.DTypeOverflowError), as in PyTorch.
+
+    >>> kiln.full((2, 3), 7.0).shape
+    (2, 3)
     """
-    shape = _size(shape, "full")
+    if shape is not None and size is not None:
+        raise TypeError(f"full() got both size={size!r} and shape={shape!r}; pass one")
+    if size is None and shape is None or fill_value is None:
+        raise TypeError("full() needs a size and a fill_value, e.g. kiln.full((2, 3), 7.0)")
+    shape = _size(size if size is not None else shape, "full")
     dt = get_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
     if dt.kind == "i":
         check_fits(fill_value, dt, "full")
@@ -52,17 +69,24 @@ def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
     return _finish(out, requires_grad)
 
 
-def zeros(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(shape, "zeros"), 0.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
+def zeros(*shape: Any, size: Any = None, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``."""
+    return full(size_arg(shape, size, "zeros"), 0.0, dtype=dtype or default_float, device=device,
+                requires_grad=requires_grad)
 
 
-def ones(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    return full(_shape(shape, "ones"), 1.0, dtype=dtype or default_float, device=device, requires_grad=requires_grad)
+def ones(*shape: Any, size: Any = None, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    """A tensor of ones: ``ones(2, 3)``, ``ones((2, 3))`` or ``ones(size=(2, 3))``."""
+    return full(size_arg(shape, size, "ones"), 1.0, dtype=dtype or default_float, device=device,
+                requires_grad=requires_grad)
 
 
-def empty(*shape: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def empty(*shape: Any, size: Any = None, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     """Uninitialized in PyTorch; zero-filled here so results are never garbage."""
-    return zeros(*_shape(shape, "empty"), dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(size_arg(shape, size, "empty"), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _like(x: Tensor, dtype: Any, device: Any) -> tuple[Any, Device]:
@@ -155,32 +179,33 @@ def _float_dtype(dtype: Any, op: str) -> Any:
     return dt
 
 
-def rand(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,
+def rand(*shape: Any, size: Any = None, dtype: Any = None, device: Any = None, generator: Generator | None = None,
          requires_grad: bool = False) -> Tensor:
-    """Uniform [0, 1) floats from the global counter-based stream."""
-    shape = _shape(shape, "rand")
+    """Uniform [0, 1) floats from the global counter-based stream: ``rand(2, 3)`` or ``rand(size=(2, 3))``."""
+    shape = size_arg(shape, size, "rand")
     dev = get_device(device)
     dt = _float_dtype(dtype, "rand")
     out = bind(_P["uniform"], (_key(generator, uniform_count(shape), dev),), {"shape": shape, "dtype": dt.name})
     return _finish(out, requires_grad)
 
 
-def randn(*shape: Any, dtype: Any = None, device: Any = None, generator: Generator | None = None,
+def randn(*shape: Any, size: Any = None, dtype: Any = None, device: Any = None, generator: Generator | None = None,
           requires_grad: bool = False) -> Tensor:
-    """Standard normal floats from the global counter-based stream."""
-    shape = _shape(shape, "randn")
+    """Standard normal floats from the global counter-based stream: ``randn(2, 3)`` or ``randn(size=(2, 3))``."""
+    shape = size_arg(shape, size, "randn")
     dev = get_device(device)
     dt = _float_dtype(dtype, "randn")
     out = bind(_P["normal"], (_key(generator, normal_count(shape), dev),), {"shape": shape, "dtype": dt.name})
     return _finish(out, requires_grad)
 
 
-def randint(low: int, high: int | None = None, size: Any = None, *, dtype: Any = None,
+def randint(low: int = 0, high: int | None = None, size: Any = None, *, dtype: Any = None,
             device: Any = None, generator: Generator | None = None) -> Tensor:
     """Integers uniform in [low, high): ``randint(low, high, size)`` or ``randint(high, size)``.
 
     >>> kiln.randint(10, (3,))        # in [0, 10)
     >>> kiln.randint(5, 10, size=(2, 2))
+    >>> kiln.randint(high=10, size=(3,))
     """
     if size is None and isinstance(high, (tuple, list)):  # randint(high, size)
         low, high, size = 0, low, high

@@ -231,6 +231,37 @@ def flip(x: Tensor, dims: Any) -> Tensor:
     return bind(_P["flip"], (x,), {"axes": axes})
 
 
+def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    """x with its elements shifted `shifts` places along `dims`, wrapping around (differentiable).
+
+    Without `dims` the flattened tensor is rolled and the shape kept.
+
+    >>> kiln.roll(kiln.arange(5), 2).tolist()
+    [3, 4, 0, 1, 2]
+    >>> kiln.arange(6).reshape(2, 3).roll((1, -1), dims=(0, 1)).tolist()
+    [[4, 5, 3], [1, 2, 0]]
+    """
+    shift_list = list(size_tuple("roll", (shifts,) if not isinstance(shifts, (tuple, list)) else tuple(shifts),
+                                 "shifts"))
+    if dims is None:
+        if len(shift_list) != 1:
+            raise ValueError(f"roll: without dims, shifts must be one int (the flattened tensor is rolled), got "
+                             f"{len(shift_list)} shifts {tuple(shift_list)}; pass dims=... with one dim per shift")
+        return reshape(roll(flatten(x), shift_list[0], 0), tuple(x.shape))
+    dim_list = [dims] if not isinstance(dims, (tuple, list)) else list(dims)
+    if len(dim_list) != len(shift_list):
+        raise ValueError(f"roll: shifts and dims must have one entry each per rolled dim, got {len(shift_list)} "
+                         f"shifts {tuple(shift_list)} and {len(dim_list)} dims {tuple(dim_list)}")
+    for shift, dim in zip(shift_list, dim_list):
+        d = normalize_axes(dim, x.ndim, "roll")[0]
+        size = x.shape[d] if x.ndim else 1
+        if not size or not shift % size:
+            continue
+        keep = size - shift % size  # the first `keep` elements move to the end
+        x = cat([narrow(x, d, keep, size - keep), narrow(x, d, 0, keep)], d)
+    return x
+
+
 def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
     """PyTorch-style pad: (left, right, top, bottom, ...) from the last dim backwards."""
     if mode != "constant":
