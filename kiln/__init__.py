@@ -43,9 +43,10 @@ from .jit import (CompilationStats, CompiledFunction, GraphBreakError, JITFuncti
                   compile, djit, xpr)
 from . import jit  # noqa: E402 - the package, callable as the jit decorator (kiln.jit(f), kiln.jit.passes)
 from . import data, optim  # noqa: E402,F401 - kiln.nn etc. after `import kiln`
-from .io import load, save  # noqa: E402 - weights I/O in safetensors (never pickle)
+from .io import load, save  # noqa: E402 - safetensors checkpoints; pickled objects need weights_only=False
 from .interop import from_dlpack  # noqa: E402 - also attaches Tensor.__dlpack__ / __dlpack_device__
 from . import io, onnx  # noqa: E402,F401 - kiln.onnx imports the onnx package only when exporting
+from . import serialization  # noqa: E402,F401 - torch.serialization's names: safe_globals, add_safe_globals
 from . import accelerator, amp, backends, cuda, utils  # noqa: E402,F401 - PyTorch's namespaces: kiln.cuda, ...
 from .amp import autocast  # noqa: E402
 from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_precision,  # noqa: E402

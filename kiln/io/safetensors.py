@@ -181,8 +181,9 @@ def _open(path: str | os.PathLike) -> BinaryIO:
 
 def _not_safetensors(path: Any, why: str) -> SafetensorsError:
     return SafetensorsError(f"{os.fspath(path)!r} is not a safetensors file ({why}); kiln.load reads files "
-                            "written by kiln.save or safetensors' save_file (it never loads pickles such "
-                            "as torch.save's .pt files: convert those with safetensors.torch.save_file)")
+                            "written by kiln.save or safetensors' save_file (it never loads pickles written by "
+                            "other programs, such as torch.save's .pt files: convert those with "
+                            "safetensors.torch.save_file)")
 
 
 def _read_stream(f: BinaryIO) -> tuple[dict[str, np.ndarray], dict[str, str]]:
