@@ -66,6 +66,13 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickling (and copy.deepcopy): the groups come back owned by this optimizer."""
+        self.__dict__.update(state)
+        for group in self.param_groups:
+            if isinstance(group, ParamGroup):
+                group.optimizer = self
+
     # ---- parameter groups ---------------------------------------------------------
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group of parameters with its own options (e.g. a lower lr for a backbone).

@@ -429,3 +429,13 @@ def test_the_same_contract_as_torch_save_and_load():
         lib.save(np.arange(3), buffer)
         buffer.seek(0)
         assert type(lib.load(buffer, weights_only=False)) is np.ndarray
+
+
+def test_an_unpickled_optimizer_owns_its_parameter_groups():
+    import pickle
+
+    model = kiln.nn.Linear(2, 1)
+    opt = kiln.optim.Adam(model.parameters(), lr=0.1)
+    opt.param_groups[0]["lr"]  # groups are ParamGroups that know their optimizer
+    restored = pickle.loads(pickle.dumps(opt))
+    assert all(group.optimizer is restored for group in restored.param_groups)
