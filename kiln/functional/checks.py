@@ -83,6 +83,12 @@ def checked_targets(op: str, target: Tensor, n_classes: Any, ignore_index: int) 
     return _check(_CHECK_TARGETS, target, {"op": op, "n_classes": n_classes, "ignore_index": ignore_index})
 
 
+def checked_classes(op: str, target: Tensor, n_classes: Any) -> Tensor:
+    """`target` after checking that every value is a class in ``[0, n_classes)`` (IndexError
+    otherwise); use the result as the target (see `checked_index`)."""
+    return _check(_CHECK_INDEX, target, {"op": op, "shape": (n_classes,), "dim": 0, "allow_negative": False})
+
+
 def checked_divisor(op: str, a: Tensor, b: Tensor) -> Tensor:
     """`b` after checking that it holds no zero when the operands are integers and `a` is not empty
     (IntegerDivisionByZeroError otherwise; floats divide to inf or nan). Use the result as the divisor.

@@ -1,25 +1,17 @@
-"""Loss functions with PyTorch's semantics (reduction, weights, ignore_index, smoothing)."""
+"""Classification losses with PyTorch's semantics: nll_loss and cross_entropy (weights, ignore_index,
+smoothing). The other losses live in the losses_* modules."""
 from __future__ import annotations
 
+from typing import Any
 
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .activations import log_softmax
 from .checks import checked_targets
 from .loss_fast import fast_cross_entropy
-from .math import (_count, abs, add, cast, div, exp, log1p, mean, mul, ne, neg, relu, sub, sum,
-                   where)
+from .math import _count, add, cast, div, mul, ne, neg, sum, where
+from .reduction import check_reduction, legacy_reduction, reduce_loss
 from .shape import gather_unchecked, squeeze, unsqueeze
-
-
-def _reduce(loss: Tensor, reduction: str) -> Tensor:
-    if reduction == "mean":
-        return mean(loss)
-    if reduction == "sum":
-        return sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def _per_class(value: float, n_classes: Any) -> Any:
@@ -32,13 +24,17 @@ def _class_shape(w: Tensor, ndim: int) -> Tensor:
     return w.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-def nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
+             size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
              reduction: str = "mean", *, label_smoothing: float = 0.0) -> Tensor:
-    """Negative log-likelihood of class indices `target` under log-probabilities `logp` (N, C, ...).
+    """Negative log-likelihood of class indices `target` under log-probabilities `input` (N, C, ...).
 
     Targets outside [0, C) other than `ignore_index` raise IndexError, as in PyTorch.
+
+    >>> kiln.nn.functional.nll_loss(kiln.nn.functional.log_softmax(kiln.randn(4, 3), 1), kiln.tensor([0, 2, 1, 0]))
     """
-    return _nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing, "nll_loss")
+    reduction = check_reduction(legacy_reduction(size_average, reduce, reduction), "nll_loss")
+    return _nll_loss(input, target, weight, ignore_index, reduction, label_smoothing, "nll_loss")
 
 
 def _nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
@@ -88,8 +84,13 @@ def _nll_loss(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index:
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
-                  ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
-    """Softmax cross-entropy of logits (N, C, ...) against class indices or class probabilities."""
+                  size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross-entropy of logits (N, C, ...) against class indices or class probabilities.
+
+    >>> kiln.nn.functional.cross_entropy(kiln.randn(4, 3), kiln.tensor([0, 2, 1, 0]))
+    """
+    reduction = check_reduction(legacy_reduction(size_average, reduce, reduction), "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
     fast = fast_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
@@ -115,57 +116,7 @@ def _cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None, ignore_
         loss = neg(sum(terms, 1 if input.ndim > 1 else 0))
         if reduction == "mean":
             return div(sum(loss), _count(loss.numel() if loss.ndim else 1))
-        return _reduce(loss, reduction)
+        return reduce_loss(loss, reduction)
     return _nll_loss(logp, target, weight, ignore_index, reduction, label_smoothing, "cross_entropy")
 
 
-def _check_same_shape(op: str, a: Tensor, b: Tensor) -> None:
-    if tuple(a.shape) != tuple(b.shape):
-        raise ShapeError(f"{op}: input shape {tuple(a.shape)} and target shape {tuple(b.shape)} differ")
-
-
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
-    _check_same_shape("mse_loss", input, target)
-    d = sub(input, target)
-    return _reduce(mul(d, d), reduction)
-
-
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:  # noqa: A002
-    _check_same_shape("l1_loss", input, target)
-    return _reduce(abs(sub(input, target)), reduction)
-
-
-def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
-    _check_same_shape("smooth_l1_loss", input, target)
-    d = abs(sub(input, target))
-    from .math import lt  # noqa: PLC0415
-
-    quad = div(mul(mul(d, d), 0.5), beta)
-    return _reduce(where(lt(d, beta), quad, sub(d, 0.5 * beta)), reduction)
-
-
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
-                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
-    """Sigmoid + binary cross-entropy in one stable expression."""
-    _check_same_shape("binary_cross_entropy_with_logits", input, target)
-    softplus_neg = add(log1p(exp(neg(abs(input)))), relu(neg(input)))  # log(1 + exp(-x))
-    if pos_weight is not None:
-        coef = add(mul(sub(pos_weight, 1.0), target), 1.0)
-        loss = add(mul(sub(1.0, target), input), mul(coef, softplus_neg))
-    else:
-        loss = add(mul(sub(1.0, target), input), softplus_neg)
-    if weight is not None:
-        loss = mul(loss, weight)
-    return _reduce(loss, reduction)
-
-
-def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  # noqa: A002
-                         reduction: str = "mean") -> Tensor:
-    from .math import clamp, log  # noqa: PLC0415
-
-    logp = clamp(log(input), -100.0)
-    log1mp = clamp(log(sub(1.0, input)), -100.0)
-    loss = neg(add(mul(target, logp), mul(sub(1.0, target), log1mp)))
-    if weight is not None:
-        loss = mul(loss, weight)
-    return _reduce(loss, reduction)

@@ -6,15 +6,22 @@
 """
 from . import functional, init, utils
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
-from .dropout import Dropout
+from .distance import CosineSimilarity, PairwiseDistance
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .hooks import RemovableHandle
 from .linear import Bilinear, Identity, Linear
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
+                   SmoothL1Loss)
+from .loss_margin import (CosineEmbeddingLoss, HingeEmbeddingLoss, MarginRankingLoss, MultiLabelMarginLoss,
+                          MultiLabelSoftMarginLoss, MultiMarginLoss, SoftMarginLoss, TripletMarginLoss,
+                          TripletMarginWithDistanceLoss)
+from .loss_probabilistic import CTCLoss, GaussianNLLLoss, KLDivLoss, PoissonNLLLoss
 from .module import Module
 from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .parameter import Parameter
@@ -26,6 +33,7 @@ from .state_dict import IncompatibleKeys
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 from .upsample import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+from . import modules  # noqa: E402 - kiln.nn.modules.<sub>, PyTorch's import paths for the classes above
 
 __all__ = [
     "functional", "init", "utils", "Module", "Parameter", "RemovableHandle", "IncompatibleKeys",
@@ -36,5 +44,10 @@ __all__ = [
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
     "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "ConvTranspose1d",
     "ConvTranspose2d", "GroupNorm", "RMSNorm", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "modules",
+    "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "BCELoss", "HuberLoss", "SmoothL1Loss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "CTCLoss",
+    "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss",
+    "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
+    "AdaptiveLogSoftmaxWithLoss", "PairwiseDistance", "CosineSimilarity",
 ]
