@@ -51,6 +51,8 @@ from . import accelerator, amp, backends, cuda, utils  # noqa: E402,F401 - PyTor
 from .amp import autocast  # noqa: E402
 from .backends import (are_deterministic_algorithms_enabled, get_float32_matmul_precision,  # noqa: E402
                        set_float32_matmul_precision, use_deterministic_algorithms)
+from . import sparse  # noqa: E402,F401 - kiln.sparse; attaches Tensor.to_sparse, .to_dense, .is_sparse, .layout
+from .sparse.exports import layout, sparse_coo, sparse_coo_tensor, spmm, strided  # noqa: E402
 
 
 def __getattr__(name: str) -> object:

@@ -69,6 +69,8 @@ def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
                 dt = promote(a.dtype, b.dtype)
                 a, b = cast(a, dt), cast(b, dt)
             return a, b
+        if getattr(b, "is_sparse", False):  # dense with sparse: a dense result (as PyTorch gives for +)
+            return _operands(a, b.to_dense())
         dt = promote_with_scalar(a.dtype, b)
         return cast(a, dt), _const(b, dt, a)
     if isinstance(b, Tensor):
@@ -572,6 +574,10 @@ def norm(x: Tensor, p: float = 2.0, dim: Any = None, keepdim: bool = False) -> T
 # ---- linear algebra ---------------------------------------------------------------
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with NumPy semantics: 1-D operands are promoted and squeezed back."""
+    if getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False):
+        from ..sparse import matmul as sparse_matmul  # noqa: PLC0415 - kiln.sparse imports kiln.functional
+
+        return sparse_matmul(a, b)
     a, b = _as_tensor(a), _as_tensor(b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
