@@ -1,0 +1,56 @@
+"""Workload `projects`: training steps written as public PyTorch projects write them, run eagerly.
+
+Each program in `project_programs` runs unchanged on kiln and on torch (their APIs match);
+the table gives the median eager step time of each and their ratio, then the median and
+worst ratio over the programs: how much slower a PyTorch script gets when run on kiln
+without compiling it.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from .machine import describe
+from .peers import import_torch
+from .project_programs import PROGRAMS
+from .report import Table, fmt_ratio, write_json
+from .threads import numpy_blas_threads
+from .timing import measure
+
+NAME = "projects"
+DESCRIPTION = "eager training steps of PyTorch-project-style programs (LSTM LM, CNN, VAE, transformer, GCN) vs torch"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeat", type=int, default=9, help="timed samples per program (default 9)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed warmup samples (default 2)")
+    parser.add_argument("--only", help="run only the programs whose name contains this text")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Time every program on kiln and torch (when installed); print the table."""
+    import kiln  # noqa: PLC0415
+
+    threads = numpy_blas_threads()
+    torch = import_torch(threads)
+    programs = [p for p in PROGRAMS if not args.only or args.only.lower() in p.name.lower()]
+    table = Table(["program", "like", "kiln eager", "torch eager", "kiln / torch"])
+    ratios, rows = [], []
+    for program in programs:
+        k = measure(program.build(kiln), number=1, repeat=args.repeat, warmup=args.warmup).median
+        t = measure(program.build(torch), number=1, repeat=args.repeat, warmup=args.warmup).median \
+            if torch is not None else None
+        ratio = k / t if t else None
+        if ratio is not None:
+            ratios.append(ratio)
+        table.add_row([program.name, program.like, f"{k * 1e3:.1f} ms", f"{t * 1e3:.1f} ms" if t else "-",
+                   fmt_ratio(ratio) if ratio else "-"])
+        rows.append({"program": program.name, "kiln_ms": k * 1e3, "torch_ms": t * 1e3 if t else None})
+    print("\n".join(describe(threads, torch, None)))
+    print(table.render())
+    if ratios:
+        print(f"median kiln/torch {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x")
+    if args.json:
+        write_json(args.json, {"workload": NAME, "rows": rows})
+    return 0
