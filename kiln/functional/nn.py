@@ -5,6 +5,10 @@ from .dropouts import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_al
 from .interpolate import interpolate
 from .normalization import group_norm, rms_norm
 from .activations import elu, gelu, hardtanh, leaky_relu, log_softmax, mish, silu, softmax, softplus
+from .activations_extra import (celu, glu, hardsigmoid, hardswish, prelu, relu6, selu, softsign, tanhshrink,
+                                threshold)
+from .embeddingbag import embedding_bag
+from .instancenorm import instance_norm
 from .layers import (adaptive_avg_pool2d, avg_pool2d, batch_norm, bilinear, conv1d, conv2d, dropout,
                      embedding, fold2d, layer_norm, linear, max_pool2d, one_hot,
                      scaled_dot_product_attention, unfold2d)
@@ -16,7 +20,8 @@ from .losses_pointwise import (binary_cross_entropy, binary_cross_entropy_with_l
                                mse_loss, smooth_l1_loss)
 from .losses_probabilistic import gaussian_nll_loss, kl_div, poisson_nll_loss
 from .losses_triplet import triplet_margin_loss, triplet_margin_with_distance_loss
-from .shape import pad
+from .padding import pad
+from .pixelshuffle import pixel_shuffle, pixel_unshuffle
 
 __all__ = [
     "elu", "gelu", "hardtanh", "leaky_relu", "log_softmax", "mish", "silu", "softmax", "softplus",
@@ -30,4 +35,6 @@ __all__ = [
     "hinge_embedding_loss", "cosine_embedding_loss", "multilabel_soft_margin_loss", "multilabel_margin_loss",
     "multi_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss",
     "pairwise_distance", "cosine_similarity",
+    "celu", "glu", "hardsigmoid", "hardswish", "prelu", "relu6", "selu", "softsign", "tanhshrink", "threshold",
+    "embedding_bag", "instance_norm", "pixel_shuffle", "pixel_unshuffle",
 ]

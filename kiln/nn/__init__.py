@@ -6,15 +6,19 @@
 """
 from . import functional, init, utils
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .activation_extra import (CELU, ELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh, Mish, PReLU, ReLU6, Softsign,
+                               Tanhshrink, Threshold)
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
+from .embedding_bag import EmbeddingBag
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
 from .hooks import RemovableHandle
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .linear import Bilinear, Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
                    SmoothL1Loss)
@@ -24,7 +28,12 @@ from .loss_margin import (CosineEmbeddingLoss, HingeEmbeddingLoss, MarginRanking
 from .loss_probabilistic import CTCLoss, GaussianNLLLoss, KLDivLoss, PoissonNLLLoss
 from .module import Module
 from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d,
+                      ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,
+                      ReplicationPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d)
+from .parallel import DataParallel
 from .parameter import Parameter
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, RNNBase
 from .rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase
@@ -50,4 +59,9 @@ __all__ = [
     "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss",
     "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
     "AdaptiveLogSoftmaxWithLoss", "PairwiseDistance", "CosineSimilarity",
+    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+    "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+    "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+    "PReLU", "PixelShuffle", "PixelUnshuffle", "EmbeddingBag", "DataParallel", "ELU", "CELU", "SELU", "GLU",
+    "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "Softsign", "Tanhshrink", "Threshold", "parallel",
 ]

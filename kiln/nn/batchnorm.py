@@ -1,4 +1,7 @@
-"""BatchNorm1d and BatchNorm2d: batch statistics while training, running statistics in eval."""
+"""BatchNorm1d and BatchNorm2d: batch statistics while training, running statistics in eval.
+
+`_NormBase` holds what they share with the InstanceNorm layers (kiln/nn/instancenorm.py).
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -13,17 +16,13 @@ from .module import Module
 from .parameter import Parameter
 
 
-class _BatchNorm(Module):
-    """Shared state and forward of the BatchNorm layers.
+class _NormBase(Module):
+    """Shared parameters, buffers and repr of the BatchNorm and InstanceNorm layers.
 
-    Buffers (as in PyTorch): ``running_mean`` (zeros), ``running_var`` (ones) and
-    ``num_batches_tracked`` (int64 scalar). Training updates them in place:
-    ``running = (1 - momentum) * running + momentum * batch_stat`` (the unbiased
-    variance), or a cumulative average when ``momentum=None`` (which reads
-    ``num_batches_tracked`` as a Python number: a data-dependent value under kiln.compile).
+    Buffers (as in PyTorch), with ``track_running_stats``: ``running_mean`` (zeros),
+    ``running_var`` (ones) and ``num_batches_tracked`` (int64 scalar); with ``affine``:
+    ``weight`` (ones) and ``bias`` (zeros).
     """
-
-    _expected_ndims: tuple[int, ...] = ()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
@@ -66,6 +65,22 @@ class _BatchNorm(Module):
         if self.bias is not None:
             init.zeros_(self.bias)
 
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    """Shared forward of the BatchNorm layers.
+
+    Training updates the running stats in place:
+    ``running = (1 - momentum) * running + momentum * batch_stat`` (the unbiased
+    variance), or a cumulative average when ``momentum=None`` (which reads
+    ``num_batches_tracked`` as a Python number: a data-dependent value under kiln.compile).
+    """
+
+    _expected_ndims: tuple[int, ...] = ()
+
     def _check_input(self, x: Tensor) -> None:
         if x.ndim not in self._expected_ndims:
             wanted = " or ".join(f"{d}D" for d in self._expected_ndims)
@@ -88,10 +103,6 @@ class _BatchNorm(Module):
         return F.batch_norm(input, self.running_mean if keep_stats else None,
                             self.running_var if keep_stats else None, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):

@@ -5,6 +5,6 @@ layers and losses, plus ``pad``.
 """
 from ..functional import *  # noqa: F403
 from ..functional import __all__ as _all
-from ..functional.shape import pad
+from ..functional.padding import pad
 
 __all__ = list(_all) + ["pad"]

@@ -29,7 +29,8 @@ SHARED = _shared_classes()
 def test_the_shared_classes_cover_the_common_layers():
     names = {name for name, _ in SHARED}
     assert {"Linear", "Conv2d", "ReLU", "CrossEntropyLoss", "Dropout2d", "BatchNorm2d", "LayerNorm", "MaxPool2d",
-            "LSTM", "Embedding", "Sequential", "Module", "TransformerEncoderLayer", "BCELoss"} <= names
+            "LSTM", "Embedding", "Sequential", "Module", "TransformerEncoderLayer", "BCELoss", "InstanceNorm2d",
+            "ReflectionPad2d", "PixelShuffle", "EmbeddingBag", "PReLU", "ReLU6"} <= names
 
 
 @pytest.mark.parametrize("name,where", SHARED, ids=[n for n, _ in SHARED])
@@ -61,7 +62,9 @@ def test_script_style_imports():
 
 def test_private_bases_are_where_torch_keeps_them():
     for sub, name in [("loss", "_Loss"), ("loss", "_WeightedLoss"), ("batchnorm", "_BatchNorm"),
-                      ("conv", "_ConvNd"), ("dropout", "_DropoutNd")]:
+                      ("conv", "_ConvNd"), ("dropout", "_DropoutNd"), ("batchnorm", "_NormBase"),
+                      ("instancenorm", "_InstanceNorm"), ("instancenorm", "_NormBase"), ("padding", "_ReflectionPadNd"),
+                      ("padding", "_ReplicationPadNd"), ("padding", "_ConstantPadNd"), ("padding", "_CircularPadNd")]:
         assert hasattr(importlib.import_module(f"torch.nn.modules.{sub}"), name)
         assert hasattr(importlib.import_module(f"kiln.nn.modules.{sub}"), name)
 
@@ -74,3 +77,17 @@ def test_a_custom_loss_subclassing_the_private_base_works():
             return nn.functional.l1_loss(input, target, reduction=self.reduction) * 2
 
     assert Scaled(reduction="sum")(kiln.ones(3), kiln.zeros(3)).item() == 6.0
+
+
+def test_data_parallel_is_where_torch_defines_it():
+    from kiln.nn.parallel.data_parallel import DataParallel
+
+    assert torch.nn.DataParallel.__module__ == "torch.nn.parallel.data_parallel"
+    assert DataParallel is nn.DataParallel is nn.parallel.DataParallel
+
+
+def test_norm_bases_follow_torch():
+    from kiln.nn.modules.batchnorm import _BatchNorm, _NormBase
+
+    assert isinstance(nn.InstanceNorm2d(3), _NormBase) and isinstance(nn.BatchNorm2d(3), _NormBase)
+    assert not isinstance(nn.InstanceNorm2d(3), _BatchNorm)

@@ -6,10 +6,12 @@ re-exports the kiln classes PyTorch defines in that file, and this package re-ex
 >>> from kiln.nn.modules.linear import Linear
 >>> from kiln.nn.modules.loss import _Loss
 """
-from . import (activation, adaptive, batchnorm, container, conv, distance, dropout, flatten, linear, loss,  # noqa: F401
-               module, normalization, pooling, rnn, sparse, transformer, upsampling)
+from . import (activation, adaptive, batchnorm, container, conv, distance, dropout, flatten,  # noqa: F401
+               instancenorm, linear, loss, module, normalization, padding, pixelshuffle, pooling, rnn, sparse,
+               transformer, upsampling)
 from .activation import (
-    GELU, LeakyReLU, LogSoftmax, MultiheadAttention, ReLU, SiLU, Sigmoid, Softmax, Softplus, Tanh,
+    CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, MultiheadAttention,
+    PReLU, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softplus, Softsign, Tanh, Tanhshrink, Threshold,
 )
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .batchnorm import BatchNorm1d, BatchNorm2d
@@ -18,6 +20,7 @@ from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .flatten import Flatten, Unflatten
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .linear import Bilinear, Identity, Linear
 from .loss import (
     BCELoss, BCEWithLogitsLoss, CTCLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
@@ -27,9 +30,15 @@ from .loss import (
 )
 from .module import Module
 from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .padding import (
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
+)
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )
@@ -49,4 +58,9 @@ __all__ = [
     "Softplus", "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerEncoderLayer", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
     "Unflatten", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d",
+    "CELU", "ELU", "GLU", "SELU", "Hardsigmoid", "Hardswish", "Hardtanh", "Mish", "PReLU", "ReLU6", "Softsign",
+    "Tanhshrink", "Threshold", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "CircularPad1d",
+    "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
+    "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d",
+    "ZeroPad2d", "ZeroPad3d", "PixelShuffle", "PixelUnshuffle", "EmbeddingBag",
 ]
