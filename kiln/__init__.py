@@ -16,7 +16,12 @@ from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, s
 from .tensor import Tensor, as_tensor, from_numpy, is_tensor, tensor
 from . import tensor_methods as _tensor_methods  # noqa: F401 - attaches Tensor methods
 from .functional import *  # noqa: F403
-from .functional.diagonal import diag, diag_embed, diagonal
+from .functional.diagonal import diag, diag_embed, diagonal, trace
+from .functional.bitwise import bitwise_and, bitwise_not, bitwise_or, bitwise_xor, equal
+from .functional.random_fill import bernoulli
+from .functional.scatter import scatter, scatter_reduce
+from .functional.trig import (acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, asin, asinh,
+                              atan, atan2, atanh, cosh, sinh, tan)
 from .functional.shape import roll
 from .legacy_tensors import (BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
                              LongTensor)

@@ -137,6 +137,90 @@ class Tensor:
     def element_size(self) -> int:
         return self._data.itemsize
 
+    # ---- layout: the array's element strides, as PyTorch reports them ---------------
+    def stride(self, dim: int | None = None) -> Any:
+        """The step, in elements, between neighbours along each dim (a tuple), or along `dim` (an int).
+
+        These are the strides of the NumPy array behind the tensor, divided by its itemsize:
+        ``(4, 1)`` for a C-ordered 3x4 tensor, ``(1, 4)`` once transposed, 0 along a dim made
+        by ``expand``. kiln's ``flip`` is a view, so a flipped dim steps backwards (a negative
+        stride; PyTorch copies there). Inside ``kiln.compile`` the strides are those the tensor
+        had while tracing.
+
+        >>> kiln.zeros(3, 4).t().stride()
+        (1, 4)
+        """
+        steps = tuple(s // self._data.itemsize for s in self._data.strides)
+        if dim is None:
+            return steps
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"stride(): dim must be an int, got {type(dim).__name__}; call stride() for all dims")
+        ndim = self._data.ndim
+        if ndim == 0:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions; a 0-d tensor's "
+                             "stride() is ()")
+        if not -ndim <= dim < ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got "
+                             f"{dim})")
+        return steps[dim]
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """Whether the elements lie in C order without gaps (dims of size 1 and empty tensors always do).
+
+        ``memory_format`` may name PyTorch's ``channels_last`` (4-D) or ``channels_last_3d`` (5-D)
+        order, by that name or any object whose str ends with it (``torch.channels_last``).
+
+        >>> kiln.zeros(3, 4).t().is_contiguous()
+        False
+        """
+        name = "contiguous_format" if memory_format is None else str(memory_format).split(".")[-1]
+        ndim = self._data.ndim
+        if name == "contiguous_format":
+            order = list(range(ndim - 1, -1, -1))
+        elif name in _CHANNELS_LAST:
+            order = _CHANNELS_LAST[name]
+            if ndim != len(order):
+                return False
+        else:
+            raise ValueError(f"is_contiguous(): memory_format must be contiguous_format, channels_last or "
+                             f"channels_last_3d, got {memory_format!r}")
+        if self._data.size == 0:
+            return True
+        expected, steps = 1, self.stride()
+        for d in order:  # innermost first
+            size = self._data.shape[d]
+            if size != 1 and steps[d] != expected:
+                return False
+            expected *= size
+        return True
+
+    def pin_memory(self, device: Any = None) -> Tensor:
+        """A copy in page-locked memory for fast transfers to an accelerator, as PyTorch has.
+
+        kiln has no page-locked memory: with an accelerator (a GPU CuPy can use) this returns a
+        copy on the CPU; without one it raises RuntimeError, as a CPU-only PyTorch build does, so
+        guard the call as PyTorch scripts do: ``if kiln.cuda.is_available(): x = x.pin_memory()``.
+
+        >>> x = kiln.zeros(3)
+        >>> x = x.pin_memory() if kiln.cuda.is_available() else x
+        """
+        from .accelerator import is_available  # noqa: PLC0415 - kiln.accelerator imports this module's users
+
+        if self._device.type != "cpu":
+            raise RuntimeError(f"cannot pin a tensor on {self._device}: only dense CPU tensors can be pinned; "
+                               "call x.cpu().pin_memory(), or drop the call")
+        if not is_available():
+            raise RuntimeError("Cannot access accelerator device when none is available: pin_memory() needs a "
+                               "GPU. Guard it as in PyTorch (`if kiln.cuda.is_available(): x = x.pin_memory()`), "
+                               "or drop it: kiln's DataLoader accepts pin_memory=True and ignores it")
+        from .functional.shape import clone  # noqa: PLC0415 - functional imports this module
+
+        return clone(self)
+
+    def is_pinned(self, device: Any = None) -> bool:
+        """False: kiln never holds a tensor in page-locked memory."""
+        return False
+
     @property
     def _version(self) -> int:
         return self._base._ver if self._base is not None else self._ver
@@ -416,6 +500,9 @@ class Tensor:
 
     def __reduce__(self):
         return (tensor, (_to_host(self._data), self.dtype.name, str(self._device), self.requires_grad))
+
+
+_CHANNELS_LAST = {"channels_last": [1, 3, 2, 0], "channels_last_3d": [1, 4, 3, 2, 0]}  # dims, innermost first
 
 
 def _names_dtype(arg: Any) -> bool:

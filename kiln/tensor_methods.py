@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import autograd, tensor_data
-from .functional import compare, creation, math, sampling, shape, sorting, tiling
+from .functional import activations, bitwise, compare, creation, math, random_fill, sampling, shape, sorting, tiling
 from .functional import diagonal as diagonals
+from .functional import scatter as scatters
+from .functional import trig
 from .dtypes import check_fits
 from .ops import primitive
 from .ops.primitive import REGISTRY, bind_binary
@@ -54,6 +56,10 @@ _PLAIN = {
     "contiguous": shape.contiguous, "movedim": shape.movedim, "scatter_add": shape.scatter_add,
     "take_along_dim": shape.take_along_dim, "roll": shape.roll,
     "diag": diagonals.diag, "diagonal": diagonals.diagonal, "diag_embed": diagonals.diag_embed,
+    "trace": diagonals.trace, "scatter": scatters.scatter, "scatter_reduce": scatters.scatter_reduce,
+    # trigonometric, hyperbolic and bitwise
+    **{name: getattr(trig, name) for name in trig.__all__},
+    **{name: getattr(bitwise, name) for name in bitwise.__all__},
 }
 
 for _name, _fn in _PLAIN.items():
@@ -115,33 +121,14 @@ Tensor.__rmatmul__ = lambda a, b: math.matmul(b, a)
 Tensor.__neg__ = lambda a: math.neg(a)
 Tensor.__pos__ = lambda a: a
 Tensor.__abs__ = lambda a: math.abs(a)
-def _bool_operands(symbol: str, *operands: Any) -> None:
-    """`&`, `|` and `~` are logical ops on bool masks; kiln has no bitwise ops on numbers."""
-    dtypes = [o.dtype.name for o in operands if isinstance(o, Tensor) and o._data.dtype.kind != "b"]
-    if dtypes:
-        raise TypeError(f"`{symbol}` needs bool tensors, got {', '.join(dtypes)}: kiln has no bitwise ops on "
-                        "numbers; for a logical op use kiln.logical_and/logical_or/logical_not (nonzero is True), "
-                        "or compare first, e.g. (a > 0) & (b > 0)")
-
-
-def _invert(a: Tensor) -> Tensor:
-    _bool_operands("~", a)
-    return math.logical_not(a)
-
-
-def _and(a: Tensor, b: Any) -> Tensor:
-    _bool_operands("&", a, b)
-    return math.logical_and(a, b)
-
-
-def _or(a: Tensor, b: Any) -> Tensor:
-    _bool_operands("|", a, b)
-    return math.logical_or(a, b)
-
-
-Tensor.__invert__ = _invert
-Tensor.__and__ = _and
-Tensor.__or__ = _or
+# `&`, `|`, `^`, `~`: bitwise on integers, logical on bools; floats raise TypeError (kiln/functional/bitwise.py)
+Tensor.__invert__ = lambda a: bitwise.bitwise_not(a)
+Tensor.__and__ = lambda a, b: bitwise.bitwise_and(a, b)
+Tensor.__rand__ = lambda a, b: bitwise.bitwise_and(b, a)
+Tensor.__or__ = lambda a, b: bitwise.bitwise_or(a, b)
+Tensor.__ror__ = lambda a, b: bitwise.bitwise_or(b, a)
+Tensor.__xor__ = lambda a, b: bitwise.bitwise_xor(a, b)
+Tensor.__rxor__ = lambda a, b: bitwise.bitwise_xor(b, a)
 Tensor.__lt__ = lambda a, b: math.lt(a, b)
 Tensor.__le__ = lambda a, b: math.le(a, b)
 Tensor.__gt__ = lambda a, b: math.gt(a, b)
@@ -230,7 +217,8 @@ def _inplace(fn: Callable) -> Callable:
 
 
 for _name in ("add", "sub", "mul", "div", "pow", "clamp", "neg", "exp", "log", "sqrt", "tanh",
-              "sigmoid", "relu", "abs", "masked_fill", "maximum", "minimum", "floor_divide", "remainder"):
+              "sigmoid", "relu", "abs", "masked_fill", "maximum", "minimum", "floor_divide", "remainder",
+              "sin", "cos", *trig.__all__, "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
     setattr(Tensor, _name + "_", _inplace(_PLAIN[_name]))
 Tensor.clamp_ = lambda self, min=None, max=None: apply_inplace(  # noqa: A002
     self, lambda old: math.clamp(old, min, max))
@@ -240,6 +228,9 @@ Tensor.__imul__ = Tensor.mul_
 Tensor.__itruediv__ = Tensor.div_
 Tensor.__ifloordiv__ = Tensor.floor_divide_
 Tensor.__imod__ = Tensor.remainder_
+Tensor.__iand__ = Tensor.bitwise_and_
+Tensor.__ior__ = Tensor.bitwise_or_
+Tensor.__ixor__ = Tensor.bitwise_xor_
 
 
 # zero_/fill_/copy_ are where(True, new, old): on a tensor in a graph the result stays in
@@ -287,6 +278,83 @@ Tensor.copy_ = _copy_
 Tensor.__setitem__ = _setitem
 Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
+
+
+def _random_(self: Tensor, *bounds: Any, generator: Any = None, **named: Any) -> Tensor:
+    """Fill with integers drawn uniformly from [from, to - 1]: ``random_(to)``, ``random_(from, to)``.
+
+    Without bounds the range is every value of the dtype (``[0, 2**24]`` for float32 and the
+    like, where every integer is exact), as in PyTorch. The old values get a zero gradient.
+
+    >>> kiln.zeros(4, dtype=kiln.int64).random_(0, 10)
+    """
+    unknown = set(named) - {"from", "to"}
+    if unknown or len(bounds) > 2:
+        raise TypeError(f"random_() takes (to), (from, to) or from=/to=, got {len(bounds)} positional and "
+                        f"{sorted(named)} named arguments")
+    low, high = (None, bounds[0]) if len(bounds) == 1 else (bounds + (None, None))[:2]
+    low, high = named.get("from", low), named.get("to", high)
+    values = random_fill.random_values(self, low, high, generator)
+    return apply_inplace(self, lambda old: _overwrite(old, math.cast(values, old.dtype)))
+
+
+def _bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
+    """Fill with 1 (probability p: a number, or a float tensor that broadcasts to self) or 0.
+
+    >>> kiln.zeros(2, 3).bernoulli_(0.25)
+    """
+    mask = random_fill.bernoulli_mask("bernoulli_", self, p, generator)
+    return apply_inplace(self, lambda old: _overwrite(old, math.cast(mask, old.dtype)))
+
+
+def _scatter_(self: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+              reduce: str | None = None) -> Tensor:
+    """In-place `kiln.scatter`: write src (or a number `value`) into self at index along dim."""
+    return apply_inplace(self, lambda old: scatters.scatter(old, dim, index, src, value=value, reduce=reduce),
+                         src)
+
+
+def _scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """In-place `kiln.scatter_add`: add src into self at index along dim."""
+    return apply_inplace(self, lambda old: shape.scatter_add(old, dim, index, src), src)
+
+
+def _scatter_reduce_(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                     include_self: bool = True) -> Tensor:
+    """In-place `kiln.scatter_reduce`."""
+    return apply_inplace(self, lambda old: scatters.scatter_reduce(old, dim, index, src, reduce,
+                                                                   include_self=include_self), src)
+
+
+def _bernoulli(self: Tensor, p: Any = None, *, generator: Any = None) -> Tensor:
+    """`kiln.bernoulli(self, p)`: 0/1 draws, 1 with probability self (or p).
+
+    >>> kiln.full((2, 2), 0.5).bernoulli()
+    """
+    return random_fill.bernoulli(self, p, generator=generator)
+
+
+def _softmax(self: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """softmax along dim (cast to `dtype` first when given).
+
+    >>> kiln.randn(2, 3).softmax(-1).sum(-1)
+    """
+    return activations.softmax(self if dtype is None else math.cast(self, dtype), dim)
+
+
+def _log_softmax(self: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """log_softmax along dim (cast to `dtype` first when given)."""
+    return activations.log_softmax(self if dtype is None else math.cast(self, dtype), dim)
+
+
+Tensor.random_ = _random_
+Tensor.bernoulli_ = _bernoulli_
+Tensor.bernoulli = _bernoulli
+Tensor.scatter_ = _scatter_
+Tensor.scatter_add_ = _scatter_add_
+Tensor.scatter_reduce_ = _scatter_reduce_
+Tensor.softmax = _softmax
+Tensor.log_softmax = _log_softmax
 
 
 # ---- sorting, sampling, tiling and closeness ----------------------------------------

@@ -1,4 +1,4 @@
-"""Diagonals: read one out of a matrix (`diagonal`, `diag`) or build a matrix around one (`diag_embed`).
+"""Diagonals: read one out of a matrix (`diagonal`, `diag`, `trace`) or build a matrix around one (`diag_embed`).
 
 All are composed of slicing, padding, reshapes and permutes, so gradients and kiln.compile
 come with those ops. Unlike PyTorch, `diagonal` returns a copy, not a view.
@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .checks import int_arg
-from .math import normalize_axes
+from .math import normalize_axes, sum as sum_
 from .shape import bind_index, narrow, pad, permute, reshape
 
 
@@ -95,3 +95,20 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     raise ShapeError(f"diag: expected a 1-D or 2-D tensor, got {input.ndim}-D of shape {tuple(input.shape)}; "
                      "for the diagonals of a batch use kiln.diagonal(x, offset, dim1, dim2), to build a batch of "
                      "diagonal matrices kiln.diag_embed(x, offset)")
+
+
+def trace(input: Tensor) -> Tensor:
+    """The sum of the main diagonal of a 2-D tensor (integers sum to int64), differentiable.
+
+    >>> kiln.trace(kiln.arange(9).reshape(3, 3)).item()
+    12
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"trace(): expected a kiln.Tensor, got {type(input).__name__}")
+    if input.ndim != 2:
+        raise ShapeError(f"trace: expected a matrix (2-D tensor), got {input.ndim}-D of shape {tuple(input.shape)}; "
+                         "for a batch of matrices use kiln.diagonal(x, 0, -2, -1).sum(-1)")
+    if input.dtype.name == "bool":
+        raise TypeError("trace: not defined for bool tensors; cast first, e.g. x.long()")
+    integer = input._data.dtype.kind in "iu"
+    return sum_(_diagonal(input, 0, 0, 1), dtype="int64" if integer else None)

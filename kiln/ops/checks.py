@@ -6,7 +6,8 @@ Each check passes its input array through unchanged, after validating its values
   - `check_targets`: class targets of nll_loss / cross_entropy lie in [0, C) or equal
     ignore_index (IndexError);
   - `check_divisor`: an integer divisor of ``//``, ``%`` or ``div(rounding_mode=...)``
-    holds no zero (IntegerDivisionByZeroError).
+    holds no zero (IntegerDivisionByZeroError);
+  - `check_probability`: probabilities of bernoulli lie in [0, 1] (ProbabilityError).
 
 The functional op uses the check's output as its index, target or divisor, so in a
 compiled graph the check is a node every replay runs, on both backends, raising the
@@ -109,3 +110,22 @@ class CheckDivisor(Check):
                 "(a.float() // b gives inf or nan there)"
             )
         return divisor
+
+
+class ProbabilityError(ValueError, RuntimeError):
+    """A probability outside [0, 1] (or NaN). PyTorch raises RuntimeError there; this is both a
+    ValueError and a RuntimeError, so either ``except`` clause catches it."""
+
+
+class CheckProbability(Check):
+    """Every value is a probability: in ``[0, 1]``, not NaN (kiln.bernoulli, Tensor.bernoulli_)."""
+
+    name = "check_probability"
+
+    def kernel(self, xp, p, *, op):
+        if p.size and not bool(((p >= 0) & (p <= 1)).all()):
+            bad = p[~((p >= 0) & (p <= 1))].reshape(-1)[0]
+            raise ProbabilityError(f"{op}: probabilities must lie in [0, 1], got {float(bad)!r}; clamp them "
+                                   "first, e.g. p.clamp(0, 1), or pass probabilities rather than logits "
+                                   "(p = logits.sigmoid())")
+        return p

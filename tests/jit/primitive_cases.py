@@ -338,6 +338,15 @@ def _scatter_add(d: Draw):
     return (lambda x, i, s: x.scatter_add(ax, i, s)), [d.x(shape), d.x(ishape, f"index:{shape[ax]}"), d.x(ishape)]
 
 
+def _scatter_reduce(d: Draw):
+    shape = d.shape(1, 3)
+    ax = d.axis(len(shape))
+    ishape = _index_shape(d, shape, ax)
+    reduce, include_self = d.pick(["prod", "amax", "amin"]), d.coin()
+    return ((lambda x, i, s: x.scatter_reduce(ax, i, s, reduce, include_self=include_self)),
+            [d.x(shape), d.x(ishape, f"index:{shape[ax]}"), d.x(ishape)])
+
+
 def _matmul(d: Draw):
     m, k, n = (d.pick(SMALL_DIMS) for _ in range(3))
     if d.size == "empty":
@@ -428,6 +437,11 @@ def _multinomial(d: Draw):
     return (lambda p: p.multinomial(k, replacement=replacement)), [d.x((rows, cats), "unit")]
 
 
+def _bernoulli(d: Draw):
+    shape = d.shape(0, 3)
+    return (lambda p: kiln.bernoulli(p) * p), [d.x(shape, "unit")]
+
+
 def _check_divisor(d: Draw):
     sa, sb = d.bshapes(2)
     return kiln.floor_divide, [d.x(sa), d.x(sb, "nonzero")]
@@ -472,6 +486,16 @@ TABLE: dict[str, Entry] = {
     "ceil": Entry(unary(lambda x: x.ceil())),
     "round": Entry(unary(kiln.round)),
     "logical_not": Entry(unary(kiln.logical_not), ("bool",), grad=False),
+    "tan": Entry(unary(kiln.tan)),
+    "asin": Entry(unary(kiln.asin)),
+    "acos": Entry(unary(lambda x: x.acos())),
+    "atan": Entry(unary(kiln.atan)),
+    "sinh": Entry(unary(kiln.sinh)),
+    "cosh": Entry(unary(lambda x: x.cosh())),
+    "asinh": Entry(unary(kiln.asinh)),
+    "acosh": Entry(unary(kiln.acosh)),
+    "atanh": Entry(unary(lambda x: x.atanh())),
+    "bitwise_not": Entry(unary(lambda x: ~x), INTS, grad=False),
     "cast": Entry(_cast, FLOATS + ("int64", "bool")),
     # binary elementwise
     "add": Entry(binary(lambda a, b: a + b), NUMERIC),
@@ -490,6 +514,10 @@ TABLE: dict[str, Entry] = {
     "ge": Entry(binary(lambda a, b: a.ge(b)), NUMERIC, grad=False),
     "logical_and": Entry(binary(kiln.logical_and), ("bool",), grad=False),
     "logical_or": Entry(binary(lambda a, b: a.logical_or(b)), ("bool",), grad=False),
+    "atan2": Entry(binary(kiln.atan2)),
+    "bitwise_and": Entry(binary(lambda a, b: a & b), INTS, grad=False),
+    "bitwise_or": Entry(binary(kiln.bitwise_or), INTS, grad=False),
+    "bitwise_xor": Entry(binary(lambda a, b: a ^ b), INTS, grad=False),
     "where": Entry(_where, NUMERIC),
     # reductions and scans
     "sum": Entry(_reduce("sum"), NUMERIC),
@@ -510,6 +538,7 @@ TABLE: dict[str, Entry] = {
     "index_grad": Entry(_index_grad),
     "gather": Entry(_gather, NUMERIC),
     "scatter_add": Entry(_scatter_add),
+    "scatter_reduce": Entry(_scatter_reduce, NUMERIC),
     "stop_gradient": Entry(_stop_gradient),
     # linear algebra, windows, sorting
     "matmul": Entry(_matmul),
@@ -529,6 +558,7 @@ TABLE: dict[str, Entry] = {
     "check_divisor": Entry(_check_divisor, INTS, grad=False, empty=False),  # nothing to check when empty
     "check_index": Entry(_check_index),
     "check_targets": Entry(_check_targets),
+    "check_probability": Entry(_bernoulli),
 }
 
 EXCLUDED: dict[str, str] = {

@@ -206,6 +206,15 @@ _unary("neg_pow", lambda L, x: x ** -1.5, P)
 _unary("rpow", lambda L, x: 2 ** x)
 _unary("method_chain", lambda L, x: x.exp().tanh().sigmoid())
 _unary("sign_mul", lambda L, x: L.sign(x) * x, _away)
+_unary("tan", lambda L, x: L.tan(x), lambda *s: R(s, -1.2, 1.2))
+_unary("asin", lambda L, x: L.asin(x), lambda *s: R(s, -0.9, 0.9))
+_unary("acos", lambda L, x: x.acos(), lambda *s: R(s, -0.9, 0.9))
+_unary("atan", lambda L, x: L.arctan(x))
+_unary("sinh", lambda L, x: L.sinh(x))
+_unary("cosh", lambda L, x: x.cosh())
+_unary("asinh", lambda L, x: L.asinh(x))
+_unary("acosh", lambda L, x: L.acosh(x), lambda *s: R(s, 1.2, 3.0))
+_unary("atanh", lambda L, x: x.atanh(), lambda *s: R(s, -0.9, 0.9))
 
 HALVES = K([[-2.5, -1.5, -0.5, 0.5], [1.5, 2.5, -0.2, 3.7], [0.0, -3.2, 2.49, -2.51]], grad=True)
 # piecewise constant: zero gradient, as PyTorch (no finite differences: HALVES sits on the jumps)
@@ -255,6 +264,11 @@ _binary("pow_op", lambda L, a, b: a ** b, P, S)
 _binary("maximum", lambda L, a, b: L.maximum(a, b))
 _binary("minimum", lambda L, a, b: L.minimum(a, b))
 _binary("matmul_free_combo", lambda L, a, b: (a * b + a) / (b * b + 1.0))
+_binary("atan2", lambda L, a, b: L.atan2(a, b), S, _away)
+case("bitwise_int", lambda L, a, b: (L.bitwise_and(a, b), a | b, L.bitwise_xor(a, b), ~a, a & 6),
+     [I((3, 4), 50, -50), I((4,), 50, -50)], grad=False)
+case("bitwise_bool", lambda L, a, b: (a & b, L.bitwise_or(a, b), a ^ b, L.bitwise_not(a)), [M((3, 4)), M((4,))],
+     grad=False)
 
 case("where", lambda L, c, a, b: L.where(c, a, b),
      [M((3, 4)), S(3, 4), S(3, 4)], [M((3, 1)), S(1, 4), S(3, 4)], [M((4,)), S(2, 3, 4), S(1)],
@@ -407,6 +421,13 @@ case("gather", lambda L, x, i: L.gather(x, 1, i), [S(3, 4), I((3, 6), 4)], [S(3,
 case("gather_dim0", lambda L, x, i: L.gather(x, 0, i), [S(3, 4), I((5, 4), 3)])
 case("gather_small_index", lambda L, x, i: x.gather(1, i), [S(3, 4), I((2, 3), 4)])
 case("gather_3d", lambda L, x, i: L.gather(x, -1, i), [S(2, 3, 4), I((2, 3, 2), 4)])
+case("scatter", lambda L, x, i, s: L.scatter(x, 1, i, s), [S(3, 5), K([[4, 0], [1, 3], [2, 0]]), S(3, 2)])
+case("scatter_value", lambda L, x, i: x.scatter(0, i, 0.5), [S(3, 4), K([[2, 0, 1, 1]])])
+for _reduce in ("sum", "prod", "mean", "amax", "amin"):
+    for _self in (True, False):
+        case(f"scatter_reduce_{_reduce}{'' if _self else '_exclude_self'}",
+             lambda L, x, i, s, r=_reduce, inc=_self: x.scatter_reduce(0, i, s, r, include_self=inc),
+             [A((4, 2)), K([[1, 0], [0, 0], [2, 2], [2, 1], [1, 2], [0, 1]]), A((6, 2))])
 case("index_select", lambda L, x, i: L.index_select(x, 0, i), [S(4, 3), K([0, 2, 2, 3, 0])],
      [S(4, 3), K([1])])
 case("index_select_0d", lambda L, x, i: L.index_select(x, 1, i), [S(2, 4), K(3)])

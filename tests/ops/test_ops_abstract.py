@@ -71,6 +71,7 @@ def _exercise() -> None:
     kiln.sign(kiln.tensor([-2, 0, 3]))
     kiln.flip(x, 0)
     (x > 0) & (x < 1)
+    kiln.bernoulli(kiln.full((2, 3), 0.5))  # check_probability
     _exercise_all_reduce_mean(x)
 
 

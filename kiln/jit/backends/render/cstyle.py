@@ -35,6 +35,15 @@ OPS: dict[str, str] = {
     "log1p": "log1p({0})",
     "sin": "sin({0})",
     "cos": "cos({0})",
+    "tan": "tan({0})",
+    "asin": "asin({0})",
+    "acos": "acos({0})",
+    "atan": "atan({0})",
+    "sinh": "sinh({0})",
+    "cosh": "cosh({0})",
+    "asinh": "asinh({0})",
+    "acosh": "acosh({0})",
+    "atanh": "atanh({0})",
     "tanh": "tanh({0})",
     "erf": "erf({0})",
     # the kernel's two branches, in the output's precision
@@ -45,6 +54,7 @@ OPS: dict[str, str] = {
     "sub": "({0} - {1})",
     "mul": "({0} * {1})",
     "div": "({0} / {1})",
+    "atan2": "atan2({0}, {1})",
     "pow": "pow{f}({0}, {1})",  # powf for float32, as NumPy's loop calls it where it uses libm
     "maximum": "(({0} > {1} || {0} != {0}) ? {0} : {1})",  # NumPy: NaN wins, ties give {1}
     "minimum": "(({0} < {1} || {0} != {0}) ? {0} : {1})",
