@@ -198,13 +198,29 @@ def find_aliases(outputs: list[Tensor], sources: list[tuple[Source, Tensor]], gr
         strided = _strided_source(t, k, candidates)
         if strided is not None:
             aliases.append(Alias(k, *strided))
-        else:
-            shared = [s.ref for s, u in candidates
-                      if s.kind == "output" and s.ref < k and memory_owner(u._data) is memory_owner(t._data)]
-            if shared:
-                notes.append(f"output {k} shares memory with output {shared[0]} outside the memory either covers "
-                             "(overlapping views of a tensor the function does not return)")
-    return OutputAliases(aliases, notes)
+    return OutputAliases(aliases, _unrebuilt_sharing(outputs, aliases))
+
+
+def _unrebuilt_sharing(outputs: list[Tensor], aliases: list[Alias]) -> list[str]:
+    """Pairs of outputs that share memory in eager where no alias rebuilds that sharing: neither
+    is rebuilt from the other, and they are not rebuilt from one source."""
+    source = {a.index: a.source for a in aliases}
+
+    def root(k: int) -> Source:
+        return source.get(k, Source("output", k))
+
+    notes = []
+    for k, t in enumerate(outputs):
+        for j in range(k):
+            u = outputs[j]
+            if u is t or memory_owner(u._data) is not memory_owner(t._data):
+                continue
+            if root(k) == root(j) or root(k) == Source("output", j) or root(j) == Source("output", k):
+                continue
+            notes.append(f"output {k} shares memory with output {j} outside the memory either covers "
+                         "(overlapping views of a tensor the function does not return)")
+            break
+    return notes
 
 
 def _view_chain(value: Value, producers: dict, roots: dict[int, Source]) -> tuple[Source, tuple] | None:
