@@ -413,7 +413,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                     leaf_results[id(out)] = g if prev is None else prev + g
             input_grads = node.prim.vjp(g, node.inputs, node, **node.params)
             to_nodes = {id(_memory(gi._data)) for child, gi in zip(node.edges, input_grads)
-                        if gi is not None and child} if len(input_grads) > 1 else ()
+                        if gi is not None and child} if len(input_grads) > 1 and None in node.edges else ()
             for inp, child, gi in zip(node.inputs, node.edges, input_grads):
                 if gi is None or child is False:
                     continue

@@ -121,6 +121,7 @@ class InferenceEntry:
         self.layout = layout
         self.device = device
         self.binding = binding
+        self._locks = state_locks.ReplayLocks(graph, binding)
         if binding is not None and binding.backward_ran:
             self.kind = "training step"
 
@@ -130,11 +131,11 @@ class InferenceEntry:
             if not self.graph.state_writes:
                 outs, _ = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
                 return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
-            with state_locks.hold(state_locks.written_by(self.graph, leaves)):
+            with self._locks.hold(leaves):
                 outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
                 write_state(self.graph, writes, leaves)
             return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
-        with state_locks.hold(state_locks.written_by(self.graph, leaves, binding)):
+        with self._locks.hold(leaves):
             inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=binding.env() if binding.sources else None)
             outs, writes = self.plan.run(inputs, dims)
             write_state(self.graph, writes, leaves)
@@ -269,13 +270,13 @@ class TrainingEntry:
         self.layout = layout
         self.device = device
         self.binding = binding
+        self._locks = state_locks.ReplayLocks(forward, binding)
         self._out_shapes: list[tuple] = []
 
     def run(self, leaves: list, dims: dict | None) -> Any:
         """Run the forward plan on this call's inputs; the outputs get the call's autograd node."""
         binding = self.binding
-        writing = self.graph.state_writes or binding is not None
-        with state_locks.hold(state_locks.written_by(self.graph, leaves, binding) if writing else ()):
+        with self._locks.hold(leaves):
             env = binding.env() if binding is not None and binding.sources else None
             inputs = gather_inputs(self.graph.specs, leaves, dims=dims, env=env)
             outs, writes = self.forward_plan.run(inputs, dims)
