@@ -7,6 +7,7 @@ from typing import Any, Sequence
 from .. import autograd
 from ..dtypes import DTypeMismatchError
 from ..ops.primitive import REGISTRY, ShapeError, bind
+from ..ops.window import batch_first
 from ..sizes import is_int
 from ..tensor import Tensor
 from .activations import softmax
@@ -14,7 +15,8 @@ from .checks import checked_index
 from .creation import arange, ones, rand
 from .math import (_as_tensor, add, amax, cast, div, eq, ge, logical_not, matmul, mean, mul, rsqrt, sub, sum,
                    where)
-from .shape import bind_index, masked_fill, pad, reshape, squeeze, swapaxes, transpose, tril, unsqueeze
+from .shape import (bind_index, clone, masked_fill, pad, permute, reshape, squeeze, swapaxes, transpose, tril,
+                    unsqueeze)
 
 _P = REGISTRY
 
@@ -84,27 +86,31 @@ def bilinear(x1: Tensor, x2: Tensor, weight: Tensor, bias: Tensor | None = None)
 
 
 def unfold2d(x: Tensor, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
-             dilation: Sequence[int], pad_value: float = 0.0) -> Tensor:
-    """(N, C, H, W) -> (N, C, kh, kw, OH, OW) sliding windows (im2col)."""
+             dilation: Sequence[int], pad_value: float = 0.0, batch_axis: int = 0) -> Tensor:
+    """(N, C, H, W) -> (N, C, kh, kw, OH, OW) sliding windows (im2col); with batch_axis=3 the
+    columns are laid out (C, kh, kw, N, OH, OW), a convolution's one-GEMM layout."""
     return bind(_P["unfold2d"], (x,), {"kernel": tuple(kernel), "stride": tuple(stride),
                                         "padding": tuple(padding), "dilation": tuple(dilation),
-                                        "pad_value": float(pad_value)})
+                                        "pad_value": float(pad_value), "batch_axis": int(batch_axis)})
 
 
 def fold2d(cols: Tensor, size: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
-           padding: Sequence[int], dilation: Sequence[int]) -> Tensor:
-    """Sum window columns back into (N, C, H, W): the adjoint of unfold2d."""
+           padding: Sequence[int], dilation: Sequence[int], batch_axis: int = 0) -> Tensor:
+    """Sum window columns back into (N, C, H, W): the adjoint of unfold2d (of the same batch_axis)."""
     (h, w), (kh, kw) = tuple(size), tuple(kernel)
     windows = tuple((n + 2 * p - d * (k - 1) - 1) // st + 1
                     for n, k, st, p, d in zip((h, w), (kh, kw), stride, padding, dilation))
     plain = all(type(n) is int for n in (*cols.shape, h, w))  # symbolic sizes (dynamic_dims) are not checked here
-    if plain and (len(cols.shape) != 6 or tuple(cols.shape[2:]) != (kh, kw) + windows):
+    expected = "(N, C, {kh}, {kw}, {oh}, {ow})" if batch_axis == 0 else "(C, {kh}, {kw}, N, {oh}, {ow})"
+    if plain and (len(cols.shape) != 6 or batch_first(tuple(cols.shape), batch_axis)[2:] != (kh, kw) + windows):
         raise ShapeError(f"fold2d: columns for a {h}x{w} image with kernel {(kh, kw)}, stride {tuple(stride)}, "
                          f"padding {tuple(padding)} and dilation {tuple(dilation)} must have shape "
-                         f"(N, C, {kh}, {kw}, {windows[0]}, {windows[1]}), got {tuple(cols.shape)}; pass the size, "
-                         "kernel, stride, padding and dilation that unfold2d produced them with")
+                         f"{expected.format(kh=kh, kw=kw, oh=windows[0], ow=windows[1])}, got "
+                         f"{tuple(cols.shape)}; pass the size, kernel, stride, padding, dilation and batch_axis "
+                         "that unfold2d produced them with")
     return bind(_P["fold2d"], (cols,), {"size": tuple(size), "kernel": tuple(kernel), "stride": tuple(stride),
-                                         "padding": tuple(padding), "dilation": tuple(dilation)})
+                                         "padding": tuple(padding), "dilation": tuple(dilation),
+                                         "batch_axis": int(batch_axis)})
 
 
 def _conv_padding(padding: Any, kernel: tuple[int, int], dilation: tuple[int, int]) -> tuple[int, int]:
@@ -139,16 +145,32 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
         extra_h, extra_w = dil2[0] * (kh - 1) % 2, dil2[1] * (kw - 1) % 2
         x = pad(x, (pad2[1], pad2[1] + extra_w, pad2[0], pad2[0] + extra_h))
         pad2 = (0, 0)
-    cols = unfold2d(x, (kh, kw), stride2, pad2, dil2)
+    return _conv_gemm(x, weight, bias, stride2, pad2, dil2, groups)
+
+
+def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
+               dilation: tuple, groups: int) -> Tensor:
+    """conv2d over the whole batch as one GEMM per group, forward and in both gradients.
+
+    The columns are laid out (C*kh*kw, N*OH*OW) (unfold2d with batch_axis=3), so the product
+    with the (O, C*kh*kw) weight gives the (O, N, OH, OW) output of every image at once, and
+    the weight gradient is one GEMM over N*OH*OW instead of a per-image product summed after.
+    The output is then copied into the C-ordered (N, O, OH, OW) layout callers expect.
+    """
+    n = x.shape[0]
+    out_c, c_per_group, kh, kw = weight.shape
+    cols = unfold2d(x, (kh, kw), stride, padding, dilation, 0.0, batch_axis=3)
     oh, ow = cols.shape[4], cols.shape[5]
     k = c_per_group * kh * kw
     if groups == 1:
-        out = matmul(reshape(weight, (out_c, k)), reshape(cols, (n, k, oh * ow)))
+        out = matmul(reshape(weight, (out_c, k)), reshape(cols, (k, n * oh * ow)))
     else:
-        cols_g = reshape(cols, (n, groups, k, oh * ow))
-        w_g = reshape(weight, (groups, out_c // groups, k))
-        out = matmul(w_g, cols_g)
-    out = reshape(out, (n, out_c, oh, ow))
+        out = matmul(reshape(weight, (groups, out_c // groups, k)), reshape(cols, (groups, k, n * oh * ow)))
+    out = reshape(out, (out_c, n, oh, ow))
+    if type(n) is int and n == 1:  # (O, 1, OH, OW) already is (1, O, OH, OW)'s memory order
+        out = reshape(out, (1, out_c, oh, ow))
+    else:
+        out = clone(permute(out, (1, 0, 2, 3)))
     if bias is not None:
         out = add(out, reshape(bias, (1, out_c, 1, 1)))
     return out

@@ -201,7 +201,10 @@ def _unfold2d(ctx: Lowering, node: Node, ins: list) -> str:
     cols = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(ow) * sw)[None, None, None, :]
     index = ctx.b.const((rows * wp + cols).astype(np.int64), "unfold_index")
     flat = ctx.b.op("Reshape", [x, ctx.b.int64s([0, 0, hp * wp])], hint="unfold_flat")
-    return ctx.b.op("Gather", [flat, index], hint="unfold2d", axis=2)
+    cols = ctx.b.op("Gather", [flat, index], hint="unfold2d", axis=2)
+    if p.get("batch_axis", 0) == 3:  # (C, kh, kw, N, OH, OW)
+        cols = ctx.b.op("Transpose", [cols], hint="unfold_batch_axis", perm=[1, 2, 3, 0, 4, 5])
+    return cols
 
 
 def _check(ctx: Lowering, node: Node, ins: list) -> str:

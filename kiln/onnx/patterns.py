@@ -1,13 +1,13 @@
 """Peephole fusions: kiln's conv and pooling compositions back into ONNX Conv and MaxPool.
 
-kiln writes conv2d as ``unfold2d -> reshape -> matmul(weight, cols) -> reshape`` and
+kiln writes conv2d as ``unfold2d -> reshape -> matmul(weight, cols) -> reshape -> permute -> copy`` and
 max pooling as ``unfold2d(pad -inf) -> max over the window axes`` (or, when the windows tile
 the image, ``reshape (N, C, H/kh, kh, W/kw, kw) -> max over (3, 5)``). Runtimes are far
 faster on Conv/MaxPool than on the generic im2col Gather, so the exporter matches
 these chains and emits one node for each. A chain is only fused when its inner
 values are used by nothing else.
 
-Grouped convolutions match too: ``reshape(cols, (N, g, K/g, L))`` and a weight of
+Grouped convolutions match too: ``reshape(cols, (g, K/g, N*L))`` and a weight of
 shape ``(g, O/g, K/g)``.
 """
 from __future__ import annotations
@@ -101,6 +101,11 @@ def _match_tiled_max_pool(tiles: Node, only_user: Callable) -> Fusion | None:
 
 
 def _match_conv(unfold: Node, only_user: Callable, producers: dict[int, Node]) -> Fusion | None:
+    """conv2d's chain: ``unfold2d(batch_axis=3) -> reshape (K, N*L) -> matmul(weight, cols) ->
+    reshape (O, N, OH, OW)``, then ``permute (1, 0, 2, 3) -> copy`` (or, for one image, a reshape
+    to (1, O, OH, OW))."""
+    if unfold.params.get("batch_axis", 0) != 3:
+        return None
     if unfold.params["padding"] != (0, 0) and unfold.params["pad_value"] != 0.0:
         return None
     cols = only_user(unfold)
@@ -112,18 +117,20 @@ def _match_conv(unfold: Node, only_user: Callable, producers: dict[int, Node]) -
     image = only_user(matmul)
     if image is None or image.prim.name != "reshape":
         return None
-    _, c, kh, kw, oh, ow = unfold.out.shape
+    c, kh, kw, n, oh, ow = unfold.out.shape
     weight = matmul.inputs[0]
     k = c * kh * kw
-    groups = _groups(tuple(cols.params["shape"]), tuple(weight.shape), k, oh * ow)
-    if groups is None:
+    groups = _groups(tuple(cols.params["shape"]), tuple(weight.shape), k)
+    shape = tuple(image.params["shape"])
+    if groups is None or len(shape) != 4 or shape[2:] != (oh, ow):
         return None
-    out_channels = image.params["shape"][1]
-    if tuple(image.params["shape"])[2:] != (oh, ow) or len(image.params["shape"]) != 4:
+    out_channels = shape[0]
+    last = _to_batch_major(image, only_user)
+    if last is None:
         return None
 
     kernel_shape = (out_channels, c // groups, kh, kw)
-    covered = {unfold.out.id, cols.out.id, matmul.out.id, image.out.id}
+    covered = {unfold.out.id, cols.out.id, matmul.out.id, image.out.id} | {node.out.id for node in last}
     flat_weight = producers.get(weight.id)  # conv2d reshapes the (O, C, kh, kw) weight: use it directly
     if flat_weight is not None and flat_weight.prim.name == "reshape" and only_user(flat_weight) is matmul \
             and tuple(flat_weight.inputs[0].shape) == kernel_shape:
@@ -136,16 +143,30 @@ def _match_conv(unfold: Node, only_user: Callable, producers: dict[int, Node]) -
             w = ctx.b.op("Reshape", [w, ctx.b.int64s(kernel_shape)], hint="conv_weight")
         return ctx.b.op("Conv", [ctx.name(unfold.inputs[0]), w], hint="conv", group=groups, **_windows(unfold))
 
-    return Fusion(image, covered, emit)
+    return Fusion(last[-1], covered, emit)
 
 
-def _groups(cols_shape: tuple, weight_shape: tuple, k: int, length: int) -> int | None:
+def _to_batch_major(image: Node, only_user: Callable) -> list[Node] | None:
+    """The nodes that turn conv2d's (O, N, OH, OW) product into its (N, O, OH, OW) output."""
+    first = only_user(image)
+    if first is None:
+        return None
+    if first.prim.name == "reshape" and image.params["shape"][1] == 1 \
+            and tuple(first.params["shape"]) == (1, image.params["shape"][0], *image.params["shape"][2:]):
+        return [first]
+    if first.prim.name != "permute" or tuple(first.params["perm"]) != (1, 0, 2, 3):
+        return None
+    copy = only_user(first)
+    return [first, copy] if copy is not None and copy.prim.name == "copy" else None
+
+
+def _groups(cols_shape: tuple, weight_shape: tuple, k: int) -> int | None:
     """The group count when (cols, weight) shapes are conv2d's, else None."""
-    if len(cols_shape) == 3 and cols_shape[1:] == (k, length) and len(weight_shape) == 2 and weight_shape[1] == k:
+    if len(cols_shape) == 2 and cols_shape[0] == k and len(weight_shape) == 2 and weight_shape[1] == k:
         return 1
-    if len(cols_shape) == 4 and len(weight_shape) == 3:
-        g = cols_shape[1]
-        if isinstance(g, int) and g > 0 and cols_shape[2:] == (k // g, length) and k % g == 0 \
+    if len(cols_shape) == 3 and len(weight_shape) == 3:
+        g = cols_shape[0]
+        if isinstance(g, int) and g > 0 and cols_shape[1] == k // g and k % g == 0 \
                 and weight_shape[0] == g and weight_shape[2] == k // g:
             return int(g)
     return None

@@ -118,15 +118,35 @@ def test_unfold_equals_eager_on_random_small_shapes():
             x = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
         params = [tuple(int(v) for v in pair) for pair in ((kh, kw), (sh, sw), (ph, pw), (dh, dw))]
         pad_value = float("-inf") if checked % 4 == 1 else 0.0
+        batch_axis = (0, 3)[(checked // 2) % 2]  # per image, or the convolution's one-GEMM layout
 
-        def columns(t, params=params, pad_value=pad_value):
-            return unfold2d(t, *params, pad_value=pad_value) * 1.0
+        def columns(t, params=params, pad_value=pad_value, batch_axis=batch_axis):
+            return unfold2d(t, *params, pad_value=pad_value, batch_axis=batch_axis) * 1.0
 
         compiled = kiln.compile(columns, backend="cpu")
         with kiln.no_grad():
             want = columns(kiln.tensor(x)).numpy()
             for _ in range(3):
                 got = compiled(kiln.tensor(x)).numpy()
-        assert_bitwise(got, want, f"unfold2d of {x.shape} with {params}", oracle="eager")
+        assert_bitwise(got, want, f"unfold2d of {x.shape} with {params}, batch_axis {batch_axis}", oracle="eager")
         assert "native" in node_kinds(compiled, "unfold2d")
         checked += 1
+
+
+@pytest.mark.parametrize("batch_axis", [0, 3])
+def test_fold_of_either_column_layout_runs_natively_and_equals_eager(batch_axis):
+    """fold2d of per-image columns (pooling's) and of the one-GEMM layout (a convolution's)."""
+    from kiln.functional.layers import fold2d, unfold2d  # noqa: PLC0415
+
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 2, 9, 8)).astype(np.float32)
+    scale = kiln.tensor(rng.standard_normal(unfold2d(kiln.tensor(x), (3, 2), (2, 1), (0, 0), (1, 2),
+                                                     batch_axis=batch_axis).shape).astype(np.float32))
+
+    def round_trip(t):
+        cols = unfold2d(t, (3, 2), (2, 1), (0, 0), (1, 2), batch_axis=batch_axis) * scale
+        return fold2d(cols, (9, 8), (3, 2), (2, 1), (0, 0), (1, 2), batch_axis=batch_axis)
+
+    compiled = _check(round_trip, x)
+    assert set(node_kinds(compiled, "fold2d")) == {"native"}
+    assert set(node_kinds(compiled, "unfold2d")) == {"native"}

@@ -1,18 +1,30 @@
 """unfold2d (im2col) and fold2d (col2im) in generated C: a convolution's window columns.
 
 Eager unfold2d returns a strided view of the (padded) image, and the convolution's reshape
-to (N, C*KH*KW, OH*OW) then copies it through NumPy's generic strided copy, whose rows are
+to (C*KH*KW, N*OH*OW) then copies it through NumPy's generic strided copy, whose rows are
 only OW elements long. In a native plan the node writes the columns straight into its own
-C-ordered (N, C, KH, KW, OH, OW) buffer instead, and the reshape becomes a view of it. The
-values are copies of input elements (read with the input's own strides: any static layout)
-or the padding value, so the result equals eager's exactly.
+C-ordered buffer instead, (N, C, KH, KW, OH, OW) or (C, KH, KW, N, OH, OW) as the node's
+batch_axis says, and the reshape becomes a view of it. The values are copies of input
+elements (read with the input's own strides: any static layout) or the padding value, so
+the result equals eager's exactly.
 """
 from __future__ import annotations
 
 import math
 
+from ....ops.window import batch_first
 from ...ir import Node
 from ..render.c_kernels import VECTOR_LOOP
+
+
+def column_strides(node: Node, cols_shape: tuple) -> tuple[int, int, int, int]:
+    """Element strides of the N, C, KH and KW axes of C-ordered columns of `cols_shape`, laid out
+    as the node's batch_axis says (each (OH, OW) plane is contiguous in either layout)."""
+    strides, step = [], 1
+    for size in reversed(cols_shape):
+        strides.append(step)
+        step *= int(size)
+    return batch_first(tuple(reversed(strides)), node.params.get("batch_axis", 0))[:4]
 
 
 def unfold_problem(node: Node) -> str | None:
@@ -58,7 +70,8 @@ def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> l
     the shapes that showed it.)
     """
     n, c, h, w = (int(d) for d in node.inputs[0].shape)
-    _, _, kh, kw, oh, ow = (int(d) for d in node.out.shape)
+    _, _, kh, kw, oh, ow = batch_first(tuple(int(d) for d in node.out.shape), node.params.get("batch_axis", 0))
+    on, oc, oki, okj = column_strides(node, tuple(node.out.shape))
     sn, sc, srow, scol = (int(s) for s in strides)
     p = node.params
     (sh, sw), (ph, pw), (dh, dw) = p["stride"], p["padding"], p["dilation"]
@@ -74,7 +87,8 @@ def render_unfold(node: Node, ctype: str, x: str, strides: tuple, out: str) -> l
             f"                const long long y0 = {y0}, y1 = {y1};",
             f"                for (long long kj = 0; kj < {kw}; kj++) {{",
             f"                    const long long k0 = {k0}, k1 = {k1};",
-            f"                    {ctype} *restrict plane = out + ((nc * {kh} + ki) * {kw} + kj) * {oh * ow};",
+            f"                    {ctype} *restrict plane = out + (nc / {c}) * {on} + (nc % {c}) * {oc}",
+            f"                                              + ki * {oki} + kj * {okj};",
             f"                    for (long long i = 0; i < y0 * {ow}; i++) plane[i] = {pad};",
             "                    for (long long y = y0; y < y1; y++) {",
             f"                        {ctype} *restrict row = plane + y * {ow};",
@@ -103,8 +117,10 @@ def fold_problem(node: Node, compact_input: bool) -> str | None:
 
 
 def render_fold(node: Node, ctype: str, cols: str, out: str) -> list[str]:
-    """C statements summing compact (N, C, KH, KW, OH, OW) `cols` into C-ordered (N, C, H, W) `out`."""
-    _, _, kh, kw, oh, ow = (int(d) for d in node.inputs[0].shape)
+    """C statements summing compact `cols` (laid out as the node's batch_axis says) into C-ordered
+    (N, C, H, W) `out`."""
+    _, _, kh, kw, oh, ow = batch_first(tuple(int(d) for d in node.inputs[0].shape), node.params.get("batch_axis", 0))
+    cn, cc, cki, ckj = column_strides(node, tuple(node.inputs[0].shape))
     n, c, h, w = (int(d) for d in node.out.shape)
     p = node.params
     (sh, sw), (dh, dw) = p["stride"], p["dilation"]
@@ -114,12 +130,12 @@ def render_fold(node: Node, ctype: str, cols: str, out: str) -> list[str]:
             f"        for (long long k = 0; k < {n * c * h * w}; k++) out[k] = ({ctype})0;",
             f"        for (long long nc = 0; nc < {n * c}; nc++) {{",
             f"            {ctype} *restrict img = out + nc * {h * w};",
-            f"            const {ctype} *restrict src = cols + nc * {kh * kw * oh * ow};",
+            f"            const {ctype} *restrict src = cols + (nc / {c}) * {cn} + (nc % {c}) * {cc};",
             f"            for (long long i = 0; i < {kh}; i++)",
             f"                for (long long j = 0; j < {kw}; j++)",
             f"                    for (long long y = 0; y < {oh}; y++) {{",
             f"                        {ctype} *restrict row = img + (i * {dh} + y * {sh}) * {w} + j * {dw};",
-            f"                        const {ctype} *restrict in = src + ((i * {kw} + j) * {oh} + y) * {ow};",
+            f"                        const {ctype} *restrict in = src + i * {cki} + j * {ckj} + y * {ow};",
             f"                        for (long long x = 0; x < {ow}; x++) row[x * {sw}] = row[x * {sw}] + in[x]; {VECTOR_LOOP}",
             "                    }",
             "        }",

@@ -1,0 +1,92 @@
+"""conv2d runs the whole batch as one GEMM per direction, through unfold2d's batch_axis=3 layout.
+
+unfold2d/fold2d with batch_axis=3 lay the columns out as (C, kh, kw, N, OH, OW): the same values
+as the per-image layout, moved. conv2d's output is C-ordered (N, O, OH, OW) like PyTorch's, and
+its forward and both gradients match PyTorch at ResNet-18's shapes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn.functional as F
+from kiln.functional.layers import fold2d, unfold2d
+
+WINDOWS = [((3, 3), (1, 1), (1, 1), (1, 1)), ((2, 3), (2, 1), (0, 2), (1, 2)), ((1, 1), (2, 2), (0, 0), (1, 1))]
+
+
+@pytest.mark.parametrize("kernel, stride, padding, dilation", WINDOWS)
+def test_batch_axis_3_holds_the_per_image_columns_moved(kernel, stride, padding, dilation):
+    x = kiln.tensor(np.random.default_rng(0).standard_normal((3, 4, 7, 9)).astype(np.float32))
+    per_image = unfold2d(x, kernel, stride, padding, dilation).numpy()
+    one_gemm = unfold2d(x, kernel, stride, padding, dilation, batch_axis=3).numpy()
+    assert one_gemm.shape == (4, *kernel, 3, *per_image.shape[4:])
+    np.testing.assert_array_equal(one_gemm, np.moveaxis(per_image, 0, 3))
+
+
+@pytest.mark.parametrize("kernel, stride, padding, dilation", WINDOWS)
+def test_fold_of_moved_columns_is_bitwise_the_per_image_fold(kernel, stride, padding, dilation):
+    x = kiln.tensor(np.zeros((3, 4, 7, 9), np.float32))
+    shape = unfold2d(x, kernel, stride, padding, dilation).shape
+    cols = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    want = fold2d(kiln.tensor(cols), (7, 9), kernel, stride, padding, dilation).numpy()
+    got = fold2d(kiln.tensor(np.ascontiguousarray(np.moveaxis(cols, 0, 3))), (7, 9), kernel, stride, padding,
+                 dilation, batch_axis=3).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_fold_names_the_layout_it_expected():
+    cols = kiln.zeros(4, 3, 3, 2, 5, 5)  # a batch_axis=3 layout passed as per-image columns
+    with pytest.raises(kiln.ShapeError, match=r"\(N, C, 3, 3, 5, 5\).*batch_axis"):
+        fold2d(cols, (7, 7), (3, 3), (1, 1), (0, 0), (1, 1))
+    with pytest.raises(ValueError, match="batch_axis must be one of"):
+        unfold2d(kiln.zeros(1, 1, 4, 4), (2, 2), (1, 1), (0, 0), (1, 1), batch_axis=1)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_conv_output_is_c_ordered_like_torch(batch):
+    x, w = kiln.randn(batch, 4, 6, 6), kiln.randn(5, 4, 3, 3)
+    y = F.conv2d(x, w, padding=1)
+    assert y.shape == (batch, 5, 6, 6) and y.is_contiguous()
+    assert y.view(batch, -1).shape == (batch, 180)  # a flatten by view, as classifier heads do
+
+
+def test_the_gradients_are_one_gemm_over_the_batch(monkeypatch):
+    """conv2d's backward differentiates one 2-D matmul: no per-image products summed afterwards."""
+    x, w = kiln.randn(4, 3, 8, 8), kiln.randn(6, 3, 3, 3, requires_grad=True)
+    seen = []
+    matmul_vjp = kiln.ops.linalg.Matmul.vjp
+
+    def spy(self, g, inputs, node):
+        seen.append((tuple(inputs[0].shape), tuple(inputs[1].shape), tuple(g.shape)))
+        return matmul_vjp(self, g, inputs, node)
+
+    monkeypatch.setattr(kiln.ops.linalg.Matmul, "vjp", spy)
+    F.conv2d(x, w, padding=1).sum().backward()
+    assert seen == [((6, 27), (27, 4 * 8 * 8), (6, 4 * 8 * 8))]
+
+
+RESNET_CONVS = [  # (in, out, image, kernel, stride, padding) of ResNet-18 on 32x32 images
+    (3, 64, 32, 3, 1, 1), (64, 64, 32, 3, 1, 1), (64, 128, 32, 3, 2, 1), (64, 128, 32, 1, 2, 0),
+    (256, 512, 8, 3, 2, 1), (512, 512, 4, 3, 1, 1),
+]
+
+
+@pytest.mark.parametrize("c_in, c_out, size, k, stride, padding", RESNET_CONVS)
+def test_conv_forward_and_gradients_match_torch_at_resnet_shapes(c_in, c_out, size, k, stride, padding):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, c_in, size, size)).astype(np.float32)
+    w = (rng.standard_normal((c_out, c_in, k, k)) / np.sqrt(c_in * k * k)).astype(np.float32)
+    kx, kw = kiln.tensor(x, requires_grad=True), kiln.tensor(w, requires_grad=True)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ky = F.conv2d(kx, kw, stride=stride, padding=padding)
+    ty = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding)
+    g = rng.standard_normal(ty.shape).astype(np.float32)
+    ky.backward(kiln.tensor(g))
+    ty.backward(torch.tensor(g))
+    for got, want, what in [(ky, ty, "output"), (kx.grad, tx.grad, "input grad"), (kw.grad, tw.grad, "weight grad")]:
+        want = want.detach().numpy()
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-4, atol=2e-5 * scale, err_msg=what)
