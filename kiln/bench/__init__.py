@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import compiled, ddp, eager_overhead, projects, targets, whole_step
+from . import compiled, ddp, eager_overhead, projects, real_sizes, targets, whole_step
 
 WORKLOADS: dict[str, ModuleType] = {module.NAME: module for module in (eager_overhead, compiled, targets,
-                                                                       whole_step, ddp, projects)}
+                                                                       whole_step, ddp, projects, real_sizes)}
 
 __all__ = ["WORKLOADS"]
