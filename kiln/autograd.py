@@ -195,7 +195,7 @@ class Node:
     """One recorded primitive call: the `grad_fn` of the tensor it produced."""
 
     __slots__ = ("prim", "inputs", "edges", "params", "versions", "out_ref", "out_version",
-                 "hooks", "retain_ref", "__weakref__")
+                 "hooks", "retain_ref", "recompute", "__weakref__")
 
     def __init__(self, prim: Primitive, inputs: tuple, params: dict, out: Tensor):
         self.prim = prim
@@ -209,6 +209,7 @@ class Node:
         self.out_version = out._version
         self.hooks: list[Callable] | None = None
         self.retain_ref: Any = None
+        self.recompute: Callable[[Node], tuple] | None = None  # remakes inputs dropped after the forward
 
     def name(self) -> str:
         return f"{self.prim.name.capitalize()}Backward"
@@ -242,6 +243,38 @@ class Node:
         if out is None:  # the output was only needed by the user, who dropped it
             raise RuntimeError(f"{self.name()}: its saved output was freed; keep a reference to it")
         return out
+
+
+def recompute_saved_input(out: Tensor, index: int, make: Callable[[], Any], reads: Sequence[Tensor]) -> bool:
+    """Drop the array of input `index` of the node that made `out` now, and make it again with
+    `make()` when the backward pass reaches that node: a large intermediate that is cheap to
+    remake (a convolution's window columns) then costs no memory between forward and backward.
+
+    `reads` are the tensors `make` reads: changing one in place before the backward raises the
+    error a saved input's change would. The remade array is freed again as soon as the node has
+    run, unless the graph is retained (or built on, with create_graph). Does nothing (and returns
+    False) when `out` has no node or the input is a leaf; the caller must hold no other reference
+    to the input.
+    """
+    node = out._node
+    if node is None or node.recompute is not None:
+        return False
+    t = node.inputs[index]
+    if t._node is None and t.requires_grad:
+        return False
+    versions = tuple((r, r._version) for r in reads)
+
+    def remake(node: Node) -> tuple:  # (given the node, not holding it: no reference cycle)
+        for r, version in versions:
+            if r._version != version:
+                _raise_modified(node, r, version)
+        node.recompute = None  # the input stays made for a retained graph's next pass
+        t._data = make()
+        return (t,)
+
+    t._data = None
+    node.recompute = remake
+    return True
 
 
 def _raise_modified(node: Node, t: Tensor, version: int) -> None:
@@ -411,6 +444,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 if out is not None and id(out) in wanted:
                     prev = leaf_results.get(id(out))
                     leaf_results[id(out)] = g if prev is None else prev + g
+            remade = node.recompute(node) if node.recompute is not None else ()
             input_grads = node.prim.vjp(g, node.inputs, node, **node.params)
             to_nodes = {id(_memory(gi._data)) for child, gi in zip(node.edges, input_grads)
                         if gi is not None and child} if len(input_grads) > 1 and None in node.edges else ()
@@ -424,6 +458,9 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 else:
                     key = id(child)
                     pending[key] = pending[key] + gi if key in pending else gi
+            if remade and not (retain_graph or create_graph):  # remade inputs are freed now, not at the end
+                for t in remade:
+                    t._data = None
             release_leaves(node)
         for key in list(leaf_pending):  # none is left unless the graph changed during this pass
             deliver_leaf(key)

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from .. import autograd
 from ..dtypes import DTypeMismatchError
-from ..ops.primitive import REGISTRY, ShapeError, bind
+from ..ops.primitive import REGISTRY, ShapeError, bind, trace_state
 from ..ops.window import batch_first
 from ..sizes import is_int
 from ..tensor import Tensor
@@ -19,6 +19,7 @@ from .shape import (bind_index, clone, masked_fill, pad, permute, reshape, squee
                     unsqueeze)
 
 _P = REGISTRY
+_RESHAPE = REGISTRY["reshape"]
 
 
 def _pair(v: Any, name: str) -> tuple[int, int]:
@@ -156,16 +157,22 @@ def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, pa
     with the (O, C*kh*kw) weight gives the (O, N, OH, OW) output of every image at once, and
     the weight gradient is one GEMM over N*OH*OW instead of a per-image product summed after.
     The output is then copied into the C-ordered (N, O, OH, OW) layout callers expect.
+
+    Eagerly, the columns (C*kh*kw times the image's size) are not kept for the weight gradient:
+    the backward pass remakes them from the image (autograd.recompute_saved_input), so that a
+    network's activations, not its columns, are what stays in memory between forward and backward.
     """
     n = x.shape[0]
     out_c, c_per_group, kh, kw = weight.shape
     cols = unfold2d(x, (kh, kw), stride, padding, dilation, 0.0, batch_axis=3)
     oh, ow = cols.shape[4], cols.shape[5]
     k = c_per_group * kh * kw
-    if groups == 1:
-        out = matmul(reshape(weight, (out_c, k)), reshape(cols, (k, n * oh * ow)))
-    else:
-        out = matmul(reshape(weight, (groups, out_c // groups, k)), reshape(cols, (groups, k, n * oh * ow)))
+    shape = (k, n * oh * ow) if groups == 1 else (groups, k, n * oh * ow)
+    flat_weight = reshape(weight, (out_c, k) if groups == 1 else (groups, out_c // groups, k))
+    out = matmul(flat_weight, reshape(cols, shape))
+    if out._node is not None and trace_state.tracer is None:  # eager autograd: remake the columns in backward
+        autograd.recompute_saved_input(out, 1, lambda: _RESHAPE.kernel(cols._device.xp, cols._data, shape=shape),
+                                       (x,))
     out = reshape(out, (out_c, n, oh, ow))
     if type(n) is int and n == 1:  # (O, 1, OH, OW) already is (1, O, OH, OW)'s memory order
         out = reshape(out, (1, out_c, oh, ow))

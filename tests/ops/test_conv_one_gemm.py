@@ -90,3 +90,78 @@ def test_conv_forward_and_gradients_match_torch_at_resnet_shapes(c_in, c_out, si
         want = want.detach().numpy()
         scale = np.abs(want).max()
         np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-4, atol=2e-5 * scale, err_msg=what)
+
+
+def _matmul_nodes(t):
+    """The autograd nodes of matmuls reachable from `t`."""
+    seen, stack, found = set(), [t._node], []
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen or node.inputs is None:
+            continue
+        seen.add(id(node))
+        if node.prim.name == "matmul":
+            found.append(node)
+        stack += [i._node for i in node.inputs]
+    return found
+
+
+def _manual_conv(x, w, padding):
+    """conv2d's own ops, with the columns kept by autograd (nothing remade)."""
+    cols = unfold2d(x, (3, 3), (1, 1), (padding, padding), (1, 1), batch_axis=3)
+    n, (_, _, _, _, oh, ow) = x.shape[0], cols.shape
+    out = kiln.matmul(w.reshape(w.shape[0], -1), cols.reshape(-1, n * oh * ow))
+    return out.reshape(w.shape[0], n, oh, ow).permute(1, 0, 2, 3).clone()
+
+
+def test_eager_backward_remakes_the_columns_instead_of_keeping_them():
+    rng = np.random.default_rng(3)
+    x = kiln.tensor(rng.standard_normal((3, 4, 9, 9)).astype(np.float32), requires_grad=True)
+    w = kiln.tensor(rng.standard_normal((5, 4, 3, 3)).astype(np.float32), requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    (node,) = _matmul_nodes(y)
+    assert node.inputs[1]._data is None  # dropped after the forward
+    g = kiln.tensor(rng.standard_normal(y.shape).astype(np.float32))
+    y.backward(g)
+    got = (x.grad.numpy().copy(), w.grad.numpy().copy())
+    x.grad = w.grad = None
+    _manual_conv(x, w, 1).backward(g)
+    np.testing.assert_array_equal(got[0], x.grad.numpy())
+    np.testing.assert_array_equal(got[1], w.grad.numpy())
+
+
+def test_a_retained_graph_backpropagates_twice_with_the_same_gradients():
+    x, w = kiln.randn(2, 3, 6, 6, requires_grad=True), kiln.randn(4, 3, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w).square().sum()
+    y.backward(retain_graph=True)
+    first = w.grad.numpy().copy()
+    w.grad = None
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), first)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_changing_the_image_in_place_before_backward_raises_like_a_saved_input():
+    x, w = kiln.randn(2, 3, 6, 6), kiln.randn(4, 3, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_double_backward_through_conv_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    xs, ws = rng.standard_normal((2, 3, 7, 7)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+    def second_order(lib, x, w):
+        y = lib.nn.functional.conv2d(x, w, padding=1)
+        (gx,) = lib.autograd.grad((y * y).sum(), x, create_graph=True)
+        (gw,) = lib.autograd.grad(gx.square().sum(), w)
+        return gw
+
+    kx, kw = kiln.tensor(xs, requires_grad=True), kiln.tensor(ws, requires_grad=True)
+    tx, tw = torch.tensor(xs, requires_grad=True), torch.tensor(ws, requires_grad=True)
+    want = second_order(torch, tx, tw).numpy()
+    np.testing.assert_allclose(second_order(kiln, kx, kw).numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
