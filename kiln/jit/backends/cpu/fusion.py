@@ -30,7 +30,7 @@ from .layouts import eager_layouts
 TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid"}  # fused in float32 only, within an ulp bound
 FUSIBLE = {"neg", "abs", "sign", "relu", "sqrt", "add", "sub", "mul", "div", "maximum", "minimum",
            "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not", "where", "cast",
-           "expand", *TRANSCENDENTAL}  # expand: the group reads its input with a broadcast index form instead
+           "copy", "expand", *TRANSCENDENTAL}  # expand: the group reads its input with a broadcast index form instead
 DTYPES = {"float32", "float64", "bool"}
 MIN_ELEMENTS = 4096  # below this, NumPy's per-call cost is already small
 MIN_NODES = 2
@@ -125,6 +125,36 @@ def _strided(shape: tuple, out_shape: tuple, split: int) -> tuple[str, int] | No
     return STRIDED + index, divisions
 
 
+def layout_form(shape: tuple, strides: tuple, out_shape: tuple, split: int) -> tuple[str, int] | None:
+    """A strided index form reading an input of `shape` through its own element `strides` (any
+    order, such as a permuted view; zero strides broadcast), and how many divisions the inner loop
+    takes; None for negative strides. Adjacent dims laid out as one are merged."""
+    pad = len(out_shape) - len(shape)
+    shape, strides = (1,) * pad + tuple(shape), (0,) * pad + tuple(strides)
+    if any(d not in (1, e) for d, e in zip(shape, out_shape)) or any(s < 0 for s in strides):
+        return None
+
+    def dims(lo: int, hi: int) -> list:
+        found: list[list[int]] = []  # [output size, input stride], fastest first
+        for size, d, s in zip(reversed(out_shape[lo:hi]), reversed(shape[lo:hi]), reversed(strides[lo:hi])):
+            step = s if d == size and size > 1 else 0
+            if size == 1:
+                continue
+            if found and found[-1][1] * found[-1][0] == step and step:
+                found[-1] = [found[-1][0] * size, found[-1][1]]
+            elif found and found[-1][1] == step == 0:
+                found[-1] = [found[-1][0] * size, 0]
+            else:
+                found.append([size, step])
+        return found
+
+    row, _ = offset_expression("o", dims(0, split), narrow=False)
+    col, divisions = offset_expression("j", dims(split, len(out_shape)),
+                                       narrow=math.prod(out_shape[split:]) < NARROW)
+    index = col if row == "0" else (row if col == "0" else f"{row} + {col}")
+    return STRIDED + index, divisions
+
+
 def strided_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
     """A strided index form for an input of `shape` broadcast along any dims (or None).
 
@@ -138,22 +168,27 @@ def strided_form(shape: tuple, out_shape: tuple, split: int) -> str | None:
     return None if found is None else found[0]
 
 
-def choose_split(input_shapes: list[tuple], out_shape: tuple,
-                 strided: bool = False) -> tuple[int, list[str]] | None:
+def choose_split(input_shapes: list[tuple], out_shape: tuple, strided: bool = False,
+                 strides: list[tuple | None] | None = None) -> tuple[int, list[str]] | None:
     """The split (largest inner block first) under which every input has an index form.
 
     With `strided`, when no split gives every input a plain form, the split under which the others
     take strided forms (`strided_form`): an inner block of at least SHORT_INNER elements where there
-    is one, then the fewest divisions per element inside the inner loop, then the largest block."""
-    for split in range(0, len(out_shape) + 1):
-        forms = [index_form(s, out_shape, split) for s in input_shapes]
-        if all(f is not None for f in forms):
-            return split, forms  # type: ignore[return-value]
+    is one, then the fewest divisions per element inside the inner loop, then the largest block.
+    `strides` gives, for inputs laid out in another order than C's, their element strides: those are
+    read through them (`layout_form`)."""
+    strides = strides or [None] * len(input_shapes)
+    if all(s is None for s in strides):
+        for split in range(0, len(out_shape) + 1):
+            forms = [index_form(s, out_shape, split) for s in input_shapes]
+            if all(f is not None for f in forms):
+                return split, forms  # type: ignore[return-value]
     if strided:  # inner loops long enough to vectorize, then the fewest divisions, then the longest
         best = None
         for split in range(0, len(out_shape) + 1):
-            found = [(f, 0) if (f := index_form(s, out_shape, split)) else _strided(s, out_shape, split)
-                     for s in input_shapes]
+            found = [layout_form(s, st, out_shape, split) if st is not None else
+                     (f, 0) if (f := index_form(s, out_shape, split)) else _strided(s, out_shape, split)
+                     for s, st in zip(input_shapes, strides)]
             if all(f is not None for f in found):
                 inner = math.prod(out_shape[split:])
                 cost = (inner < SHORT_INNER, sum(c for _, c in found), -inner)  # type: ignore[misc]
@@ -227,8 +262,10 @@ def find_groups(graph: Graph, min_elements: int | None = None, min_nodes: int | 
             continue
         if layouts is None:
             layouts = eager_layouts(graph)
-        if layouts.get(root.out.id) != "C" or any(layouts.get(v.id, "C") == "other" for v in group.inputs):
+        if layouts.get(root.out.id) != "C":
             continue  # eager lays this result out in another order: a C-ordered stand-in changes later sums
+        # (an input in another order, under a C-ordered root such as a copy, is read through its strides
+        # in native plans (`layout_form`); a group run on its own hands such calls to NumPy)
         group.broadcast_inputs = {k for k, v in enumerate(group.inputs) if layouts.get(v.id) == "bcast"}
         assigned |= members
         groups.append(group)

@@ -43,6 +43,8 @@ def eager_layouts(graph: Graph) -> dict[int, str]:
             spec = n.params.get("spec", ())
             basic = all(e[0] != "t" and not (e[0] == "s" and e[3] is not None and e[3] < 0) for e in spec)
             layout = "C" if basic and first == "C" or _leading_gather(spec) else "other"
+        elif name == "copy":  # np.array(x, order="C")
+            layout = "C"
         elif name in IDENTITIES or name == "cast" or n.prim.is_check:
             layout = "C" if first == "C" else "other"
         elif n.prim.is_view:  # permute, flip, and any view kiln adds later

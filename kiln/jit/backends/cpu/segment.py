@@ -226,11 +226,17 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
         return "input without a static layout"
     if isinstance(node.prim, FusedElementwise):
         shapes = [_effective_shape(a.layout[v.id]) for v in node.inputs]
-        if any(s is None for s in shapes):
-            return "an input is neither contiguous nor a broadcast of a contiguous array"
-        chosen = fusion.choose_split([tuple(s) for s in shapes], tuple(node.out.shape), strided=True)
+        # an input in another order (a permuted view, a slice) of memory the plan owns is read
+        # through its own strides; one Python holds must be contiguous or a broadcast (its layout
+        # is checked per call against the variant's, see runtime.py)
+        if any(s is None and a.buffers[a.root[v.id]].kind in ("input", "python") for s, v in zip(shapes, node.inputs)):
+            return "an input Python holds is neither contiguous nor a broadcast of a contiguous array"
+        strides = [None if s is not None else tuple(a.layout[v.id].strides) for s, v in zip(shapes, node.inputs)]
+        shapes = [s if s is not None else tuple(a.layout[v.id].shape) for s, v in zip(shapes, node.inputs)]
+        chosen = fusion.choose_split([tuple(s) for s in shapes], tuple(node.out.shape), strided=True,
+                                     strides=strides)
         if chosen is None:
-            return "no index form fits the inputs"
+            return "no index form fits the inputs (or an input has negative strides)"
         a.forms[id(node)] = chosen
         return None
     if isinstance(node.prim, RowKernel):

@@ -50,6 +50,7 @@ OPS: dict[str, str] = {
     "sigmoid": "({0} >= 0 ? 1 / (1 + exp{f}(-fabs{f}({0}))) : exp{f}(-fabs{f}({0})) / (1 + exp{f}(-fabs{f}({0}))))",
     "logical_not": "(!{0})",
     "cast": "(({dtype}){0})",
+    "copy": "{0}",  # a C-ordered copy: the kernel reads its input through that input's own layout
     "add": "({0} + {1})",
     "sub": "({0} - {1})",
     "mul": "({0} * {1})",
