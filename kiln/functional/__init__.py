@@ -21,6 +21,7 @@ from .sorting import argsort, sort, topk, unique
 from .tiling import tile
 from .nn import *  # noqa: F403 - the neural-network functional ops
 from .nn import __all__ as _nn_all
+from .activations_extra import hardshrink, logsigmoid, rrelu, softmin, softshrink
 
 import types as _types
 

@@ -1,4 +1,4 @@
-"""More activation functions (relu6, hardswish, selu, glu, prelu, ...), composed from kiln ops.
+"""More activation functions (relu6, hardswish, selu, glu, prelu, rrelu, softmin, ...), composed from kiln ops.
 
 Each is built from existing primitives, so autograd and kiln.compile need nothing new and
 compiled results equal eager ones. ``inplace=True`` is accepted for PyTorch compatibility;
@@ -6,10 +6,14 @@ the result is always a new tensor (assign it: ``x = F.relu6(x, inplace=True)``).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
-from .activations import elu
-from .math import abs, add, clamp, div, exp, gt, minimum, mul, sigmoid, sub, tanh, where
+from .activations import elu, softmax
+from .creation import rand
+from .math import (abs, add, cast, clamp, div, exp, ge, gt, le, log1p, logical_and, lt, minimum, mul, neg, sigmoid,
+                   sub, tanh, where)
 from .shape import chunk, reshape
 
 SELU_ALPHA = 1.6732632423543772848170429916717
@@ -128,3 +132,73 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:  # noqa: A002
                              f"shape {tuple(input.shape)}); use one slope or one per channel")
         slope = reshape(weight, (1, count) + (1,) * (input.ndim - 2))
     return where(gt(input, 0), input, mul(slope, input))
+
+
+def logsigmoid(input: Tensor) -> Tensor:  # noqa: A002
+    """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), without overflow for large |x|.
+
+    >>> F.logsigmoid(kiln.tensor([0.0, -1000.0])).tolist()
+    [-0.6931471824645996, -1000.0]
+    """
+    # minimum splits a tie's gradient in halves, so the gradient at 0 is sigmoid(0) = 1/2; above 0 it
+    # is exactly sigmoid(-x) (no cancellation), so tiny gradients survive in float32
+    return sub(minimum(input, 0.0), log1p(exp(neg(abs(input)))))
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:  # noqa: A002
+    """softmax(-x) along `dim`: the smallest entries get the most weight.
+
+    `dtype`, when given, is the dtype `input` is cast to first (and that of the result). As
+    with kiln's Softmax, `dim` must be given: the implicit choice PyTorch deprecated is not made.
+
+    >>> F.softmin(kiln.tensor([[1.0, 2.0]]), dim=1).sum().item()
+    1.0
+    """
+    if dim is None:
+        raise ValueError("softmin: pass dim explicitly, e.g. F.softmin(x, dim=-1); the implicit-dim choice "
+                         "PyTorch deprecated is not supported")
+    x = input if dtype is None else cast(input, dtype)
+    return softmax(neg(x), dim)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    """x where |x| > lambd, else 0 (NaN stays NaN).
+
+    >>> F.hardshrink(kiln.tensor([-1.0, 0.25, 0.75])).tolist()
+    [-1.0, 0.0, 0.75]
+    """
+    inside = logical_and(ge(input, -lambd), le(input, lambd))
+    return where(inside, 0.0, input)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:  # noqa: A002
+    """x - lambd where x > lambd, x + lambd where x < -lambd, else 0 (NaN stays NaN); lambd >= 0.
+
+    >>> F.softshrink(kiln.tensor([-1.0, 0.25, 0.75])).tolist()
+    [-0.5, 0.0, 0.25]
+    """
+    if not lambd >= 0:
+        raise ValueError(f"softshrink: lambd must be >= 0, but found {lambd}")
+    return where(gt(input, lambd), sub(input, lambd), where(lt(input, -lambd), add(input, lambd), mul(input, 0.0)))
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,  # noqa: A002
+          inplace: bool = False) -> Tensor:
+    """Randomized leaky ReLU: x for x > 0, else a * x.
+
+    In training each element draws its own slope a uniformly from [lower, upper), from kiln's
+    global random stream (as dropout draws its mask, so ``kiln.compile`` replays the same
+    slopes eager would draw); otherwise a = (lower + upper) / 2 for every element.
+
+    >>> F.rrelu(kiln.tensor([-2.0, 3.0]), 0.1, 0.3).tolist()
+    [-0.4000000059604645, 3.0]
+    """
+    if not lower <= upper:
+        raise ValueError(f"rrelu: the lower bound must be less than or equal to the upper bound, got "
+                         f"lower={lower}, upper={upper}")
+    if not training:
+        slope: Any = (lower + upper) / 2.0
+    else:
+        u = rand(*input.shape, dtype=input.dtype, device=input.device)
+        slope = add(mul(u, upper - lower), lower)
+    return where(gt(input, 0), input, mul(input, slope))

@@ -5,9 +5,10 @@
 >>> loss = nn.CrossEntropyLoss()(model(kiln.randn(32, 784)), kiln.randint(0, 10, (32,)))
 """
 from . import functional, init, utils
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
-from .activation_extra import (CELU, ELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh, Mish, PReLU, ReLU6, Softsign,
-                               Tanhshrink, Threshold)
+from .activation import (GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus,
+                         Tanh)
+from .activation_extra import (CELU, ELU, GLU, RReLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid,
+                               Mish, PReLU, ReLU6, Softshrink, Softsign, Tanhshrink, Threshold)
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
@@ -64,4 +65,5 @@ __all__ = [
     "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d",
     "PReLU", "PixelShuffle", "PixelUnshuffle", "EmbeddingBag", "DataParallel", "ELU", "CELU", "SELU", "GLU",
     "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid", "Mish", "Softsign", "Tanhshrink", "Threshold", "parallel",
+    "LogSigmoid", "Softmin", "Softshrink", "Hardshrink", "RReLU", "Softmax2d",
 ]

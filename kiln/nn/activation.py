@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from ..functional import activations_extra as _more
 from ..tensor import Tensor
 from .module import Module
 
@@ -123,3 +124,34 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class Softmin(Module):
+    """softmax(-x) along `dim`: each slice along `dim` sums to 1, the smallest entries weigh most.
+
+    >>> kiln.nn.Softmin(dim=1)(kiln.tensor([[1.0, 2.0]])).sum().item()
+    1.0
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return _more.softmin(input, _check_dim("Softmin", self.dim))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) at each location of a (N, C, H, W) or (C, H, W) input.
+
+    >>> kiln.nn.Softmax2d()(kiln.randn(2, 3, 4, 4)).sum(1).shape
+    (2, 4, 4)
+    """
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3)

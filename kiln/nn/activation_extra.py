@@ -1,5 +1,6 @@
 """More activation layers: ELU, CELU, SELU, GLU, Hardtanh, ReLU6, Hardswish, Hardsigmoid, Mish,
-Softsign, Tanhshrink, Threshold and PReLU (a learned slope), thin wrappers over kiln.functional.
+Softsign, Tanhshrink, Threshold, LogSigmoid, Hardshrink, Softshrink, RReLU (a random slope) and
+PReLU (a learned slope), thin wrappers over kiln.functional.
 
 ``inplace`` is accepted for PyTorch compatibility and ignored (always out of place).
 """
@@ -207,3 +208,74 @@ class PReLU(Module):
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"
+
+
+class LogSigmoid(Module):
+    """log(sigmoid(x)), computed without overflow.
+
+    >>> kiln.nn.LogSigmoid()(kiln.tensor([-1000.0])).tolist()
+    [-1000.0]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return _more.logsigmoid(input)
+
+
+class Hardshrink(Module):
+    """x where |x| > lambd, else 0.
+
+    >>> kiln.nn.Hardshrink(0.5)(kiln.tensor([-1.0, 0.25])).tolist()
+    [-1.0, 0.0]
+    """
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return _more.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Module):
+    """x moved towards 0 by lambd (x - lambd above lambd, x + lambd below -lambd), else 0.
+
+    >>> kiln.nn.Softshrink(0.5)(kiln.tensor([-1.0, 0.25])).tolist()
+    [-0.5, 0.0]
+    """
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return _more.softshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: x for x > 0, else a * x.
+
+    In training mode each element draws its slope a uniformly from [lower, upper) (kiln's
+    global random stream, so compiled calls replay eager's draws); in eval mode
+    a = (lower + upper) / 2.
+
+    >>> kiln.nn.RReLU(0.1, 0.3).eval()(kiln.tensor([-2.0, 3.0])).tolist()
+    [-0.4000000059604645, 3.0]
+    """
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return _more.rrelu(input, self.lower, self.upper, self.training)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}{_inplace(self.inplace)}"

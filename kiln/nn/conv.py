@@ -1,4 +1,9 @@
-"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d layers (zero padding; 'same' also for even kernels)."""
+"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d layers.
+
+Conv1d and Conv2d pad with zeros (``padding_mode="zeros"``, also for 'same' with even kernels)
+or, as PyTorch does, pad the input first with ``F.pad`` in mode "reflect", "replicate" or
+"circular" and then convolve without padding. Transposed convolutions take only "zeros".
+"""
 from __future__ import annotations
 
 import math
@@ -7,11 +12,15 @@ from typing import Any
 from .. import functional as F
 from ..functional.conv_transpose import conv_transpose1d, conv_transpose2d, conv_transpose_output_size
 from ..functional.creation import empty
+from ..functional.padding import pad as _mode_pad
 from ..functional.shape import pad as _pad
 from ..tensor import Tensor
 from . import init
 from .module import Module
 from .parameter import Parameter
+
+
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _ntuple(value: Any, n: int, name: str) -> tuple[int, ...]:
@@ -36,8 +45,9 @@ class _ConvNd(Module):
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be "
                              f"divisible by groups ({groups})")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"padding_mode={padding_mode!r} is not supported yet; use 'zeros'")
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {', '.join(map(repr, PADDING_MODES))}, but got "
+                             f"padding_mode={padding_mode!r}")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = _ntuple(kernel_size, n, "kernel_size")
@@ -56,6 +66,7 @@ class _ConvNd(Module):
         self.transposed = self._transposed
         self.groups = groups
         self.padding_mode = padding_mode
+        self._reversed_padding_repeated_twice = self._mode_pads()
         # a transposed conv's weight is (in, out / groups, *kernel), a conv's (out, in / groups, *kernel)
         channels = (in_channels, out_channels // groups) if self._transposed else (out_channels, in_channels // groups)
         self.weight = Parameter(empty(*channels, *self.kernel_size, dtype=dtype, device=device))
@@ -71,11 +82,31 @@ class _ConvNd(Module):
             fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
             init._fan_in_uniform_(self.bias, fan_in)
 
+    def _mode_pads(self) -> list[int]:
+        """The ``F.pad`` pads (last dim first, a (before, after) pair per dim) that `padding` stands for.
+
+        A non-"zeros" `padding_mode` pads the input by these before convolving; for 'same' the
+        extra element of an odd total goes after, as PyTorch does.
+        """
+        n = self._dims
+        if self.padding == "valid":
+            return [0, 0] * n
+        if self.padding == "same":
+            pads: list[int] = []
+            for d, k in zip(reversed(self.dilation), reversed(self.kernel_size)):
+                total = d * (k - 1)
+                pads += [total // 2, total - total // 2]
+            return pads
+        return [p for p in reversed(self.padding) for _ in range(2)]
+
     def _resolve_padding(self, x: Tensor) -> tuple[Tensor, Any]:
         """The (possibly pre-padded) input and the symmetric padding to pass to the functional op.
 
         padding='same' with an even total padding puts the extra element on the right, as PyTorch does.
+        A `padding_mode` other than "zeros" pads the input with ``F.pad`` in that mode, then passes 0.
         """
+        if self.padding_mode != "zeros":
+            return _mode_pad(x, self._reversed_padding_repeated_twice, mode=self.padding_mode), 0
         if self.padding == "valid":
             return x, 0
         if self.padding != "same":
@@ -93,20 +124,27 @@ class _ConvNd(Module):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * n:
             s += f", padding={self.padding}"
-        if self.output_padding != (0,) * n:
-            s += f", output_padding={self.output_padding}"
         if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * n:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
 class Conv2d(_ConvNd):
     """2-D convolution over (N, C, H, W) or (C, H, W) input.
 
+    `padding` (ints, 'same' or 'valid') is filled with zeros, or with ``padding_mode`` "reflect",
+    "replicate" or "circular" the input is first padded by ``F.pad`` in that mode.
+
+    >>> kiln.nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect")(kiln.randn(2, 3, 8, 8)).shape
+    (2, 8, 8, 8)
     >>> kiln.nn.Conv2d(1, 6, 5)(kiln.randn(8, 1, 32, 32)).shape
     (8, 6, 28, 28)
     """
@@ -119,7 +157,14 @@ class Conv2d(_ConvNd):
 
 
 class Conv1d(_ConvNd):
-    """1-D convolution over (N, C, L) or (C, L) input."""
+    """1-D convolution over (N, C, L) or (C, L) input.
+
+    ``padding_mode`` ("zeros", "reflect", "replicate" or "circular") says how `padding` is filled,
+    as for Conv2d.
+
+    >>> kiln.nn.Conv1d(2, 4, 3, padding="same", padding_mode="circular")(kiln.randn(5, 2, 9)).shape
+    (5, 4, 9)
+    """
 
     _dims = 1
 
@@ -138,6 +183,8 @@ class _ConvTransposeNd(_ConvNd):
                  padding: Any = 0, output_padding: Any = 0, groups: int = 1, bias: bool = True,
                  dilation: Any = 1, padding_mode: str = "zeros", device: Any = None, dtype: Any = None) -> None:
         name = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}, got padding_mode={padding_mode!r}')
         if isinstance(padding, str):
             raise ValueError(f"{name}: padding must be an int or a tuple of ints, got {padding!r} (string "
                              f"paddings are not supported by transposed convolutions)")

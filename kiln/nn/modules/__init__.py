@@ -10,8 +10,9 @@ from . import (activation, adaptive, batchnorm, container, conv, distance, dropo
                instancenorm, linear, loss, module, normalization, padding, pixelshuffle, pooling, rnn, sparse,
                transformer, upsampling)
 from .activation import (
-    CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSoftmax, Mish, MultiheadAttention,
-    PReLU, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softplus, Softsign, Tanh, Tanhshrink, Threshold,
+    CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
+    MultiheadAttention, PReLU, ReLU, ReLU6, RReLU, SiLU, Sigmoid, Softmax, Softmax2d, Softmin, Softplus, Softshrink,
+    Softsign, Tanh, Tanhshrink, Threshold,
 )
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .batchnorm import BatchNorm1d, BatchNorm2d
@@ -63,4 +64,5 @@ __all__ = [
     "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
     "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ZeroPad1d",
     "ZeroPad2d", "ZeroPad3d", "PixelShuffle", "PixelUnshuffle", "EmbeddingBag",
+    "Hardshrink", "LogSigmoid", "RReLU", "Softmax2d", "Softmin", "Softshrink",
 ]

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, Iterable, Iterator
 
+from ... import accelerator as _accelerator
 from ...random import Generator
 from .collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset, TensorDataset
@@ -42,8 +44,13 @@ class DataLoader:
     order; an error in a worker is raised here naming the worker. Workers stop at the
     end of each epoch, or live on with ``persistent_workers=True``. Each worker seeds
     kiln, `random` and NumPy from a base seed plus its id; `worker_init_fn(worker_id)`
-    runs first in each worker. `pin_memory` is accepted and does nothing (there is no
-    pinned memory on the CPU).
+    runs first in each worker.
+
+    ``pin_memory=True`` is accepted, but kiln has no pinned (page-locked) memory on any of its
+    devices, so batches come out as they would without it. Like PyTorch, each new pass over
+    the data warns (a UserWarning, which Python's default filter shows once) when no
+    accelerator is found; with one, the flag is silently ignored. A non-empty
+    `pin_memory_device` warns that it is deprecated, as in PyTorch.
 
     >>> loader = DataLoader(TensorDataset(x, y), batch_size=32, shuffle=True, num_workers=2)
     >>> for xb, yb in loader:
@@ -160,12 +167,27 @@ class DataLoader:
             return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
         return len(self._index_sampler)  # type: ignore[arg-type]
 
+    def _warn_about_pinning(self) -> None:
+        """PyTorch's warnings for a new iterator of a loader with ``pin_memory=True``."""
+        if not self.pin_memory:
+            return
+        if self.pin_memory_device:
+            warnings.warn(f"DataLoader: pin_memory_device is deprecated (PyTorch uses the current accelerator); "
+                          f"ignoring pin_memory_device={self.pin_memory_device!r}", UserWarning, stacklevel=1)
+        if not _accelerator.is_available():
+            warnings.warn("DataLoader: 'pin_memory' argument is set as true but no accelerator is found, then device "
+                          "pinned memory won't be used (kiln has no pinned memory: batches stay in ordinary "
+                          "memory; drop pin_memory=True to silence this)", UserWarning, stacklevel=1)
+
     def __iter__(self) -> Iterator[Any]:
         if self.num_workers == 0:
+            self._warn_about_pinning()
             return _SingleProcessIterator(self)
         if not self.persistent_workers:
+            self._warn_about_pinning()
             return MultiProcessIterator(self)
         if self._iterator is None or self._iterator._pool.closed:
+            self._warn_about_pinning()
             self._iterator = MultiProcessIterator(self)
         else:
             self._iterator.reset(self)
