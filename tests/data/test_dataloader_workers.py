@@ -180,7 +180,8 @@ def test_bad_worker_options_raise_value_errors(kwargs: dict, message: str) -> No
 
 
 def test_pin_memory_is_accepted_and_changes_nothing() -> None:
-    a = _batches(DataLoader(Rows(5), batch_size=2, pin_memory=True, pin_memory_device="cpu"))
+    with pytest.warns(UserWarning, match="pin_memory"):  # PyTorch's warnings: no accelerator, device deprecated
+        a = _batches(DataLoader(Rows(5), batch_size=2, pin_memory=True, pin_memory_device="cpu"))
     _assert_same_batches(a, _batches(DataLoader(Rows(5), batch_size=2)))
 
 
