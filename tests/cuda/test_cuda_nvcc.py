@@ -76,6 +76,7 @@ def test_every_primitive_and_fused_pattern_compiles_to_ptx(storage: str, tmp_pat
 
 
 @pytest.mark.slow
-def test_machine_code_assembles_for_every_storage(tmp_path) -> None:
-    for storage in STORAGES:
-        compile_object(module_for(storage)[0], tmp_path, f"kiln_{storage}")
+def test_machine_code_assembles_for_float32_storage(tmp_path) -> None:
+    """ptxas assembles the float32 module for every arch (the other storages compile to PTX above;
+    assembling them too took 17 s more of the suite's time for what PTX already checks)."""
+    compile_object(module_for("float32")[0], tmp_path, "kiln_float32")

@@ -91,7 +91,7 @@ def test_harness_reports_outputs_that_alias_unlike_eager(monkeypatch):
 def test_cli_runs_a_short_campaign(capsys):
     from kiln.fuzz.__main__ import main
 
-    code = main(["--minutes", "0.05", "--seed", "0", "--batch", "5"])
+    code = main(["--minutes", "0.01", "--seed", "0", "--batch", "5"])
     out = capsys.readouterr().out
     assert "programs" in out and "mismatched" in out
     assert code == 0, out
