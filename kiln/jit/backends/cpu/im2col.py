@@ -15,16 +15,13 @@ import math
 from ....ops.window import batch_first
 from ...ir import Node
 from ..render.c_kernels import VECTOR_LOOP
+from .views import c_strides
 
 
 def column_strides(node: Node, cols_shape: tuple) -> tuple[int, int, int, int]:
     """Element strides of the N, C, KH and KW axes of C-ordered columns of `cols_shape`, laid out
     as the node's batch_axis says (each (OH, OW) plane is contiguous in either layout)."""
-    strides, step = [], 1
-    for size in reversed(cols_shape):
-        strides.append(step)
-        step *= int(size)
-    return batch_first(tuple(reversed(strides)), node.params.get("batch_axis", 0))[:4]
+    return batch_first(c_strides(tuple(int(d) for d in cols_shape)), node.params.get("batch_axis", 0))[:4]
 
 
 def unfold_problem(node: Node) -> str | None:
