@@ -14,6 +14,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .gradient_sum import GradientSum, slice_of_dim
+
 if TYPE_CHECKING:
     from .ops.primitive import Primitive
     from .tensor import Tensor
@@ -287,6 +289,23 @@ def _raise_modified(node: Node, t: Tensor, version: int) -> None:
     )
 
 
+def _gathered_index(node: Node) -> tuple | None:
+    """The spec of `node` when it is a basic index whose gradient `GradientSum` gathers (one dim
+    sliced, no tensor indices), else None."""
+    if node.prim.name != "index" or len(node.inputs) != 1:
+        return None
+    spec = node.params["spec"]
+    return spec if slice_of_dim(spec, tuple(node.inputs[0].shape)) is not None else None
+
+
+def _add_to(total: GradientSum, g: Tensor, index: tuple | None, of: Tensor | None) -> None:
+    """Add `g` to `total`: the gradient of the whole tensor, or with `index` of ``of[index]``."""
+    if index is None:
+        total.add(g)
+    else:
+        total.add_index(g, index, tuple(of.shape))
+
+
 def _toposort(roots: Sequence[Node]) -> list[Node]:
     """Nodes reachable from roots, each after every node that consumes its output."""
     order: list[Node] = []
@@ -361,8 +380,8 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
     tracer = trace_state.tracer
     if tracer is not None:  # backward inside kiln.compile: the VJPs below are recorded as graph ops
         tracer.on_backward()
-    pending: dict[int, Tensor] = {}
-    leaf_pending: dict[int, tuple[Tensor, Tensor]] = {}  # id(leaf) -> (leaf, summed grad)
+    pending: dict[int, GradientSum] = {}  # id(node) -> the gradients of its output so far
+    leaf_pending: dict[int, tuple[Tensor, GradientSum]] = {}  # id(leaf) -> (leaf, its gradients)
     root_nodes: list[Node] = []
     leaf_results: dict[int, Tensor | None] = {}
     wanted = {id(t) for t in inputs} if inputs is not None else None
@@ -384,13 +403,24 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
             tracer.on_alias(g, out)
         return out
 
-    def add_leaf_grad(t: Tensor, g: Tensor) -> None:
-        prev = leaf_pending.get(id(t))
-        leaf_pending[id(t)] = (t, g if prev is None else prev[1] + g)
+    def add_leaf_grad(t: Tensor, g: Tensor | None, index: tuple | None = None) -> None:
+        """Add `g`, the gradient of leaf `t` (with `index`: of its basic index ``t[index]``)."""
+        entry = leaf_pending.get(id(t))
+        if entry is None:
+            entry = leaf_pending[id(t)] = (t, GradientSum())
+        _add_to(entry[1], g, index, t)
+
+    def add_node_grad(node: Node, g: Tensor, index: tuple | None = None, of: Tensor | None = None) -> None:
+        """Add `g`, the gradient of `node`'s output (with `index`: of its basic index ``of[index]``)."""
+        total = pending.get(id(node))
+        if total is None:
+            total = pending[id(node)] = GradientSum()
+        _add_to(total, g, index, of)
 
     def deliver_leaf(key: int) -> None:
         """Run a leaf's hooks on its total gradient of this pass (once), then accumulate into .grad."""
-        t, g = leaf_pending.pop(key)
+        t, total = leaf_pending.pop(key)
+        g = total.total()
         if t._hooks:
             for hook in t._hooks:
                 new = hook(g)
@@ -415,8 +445,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
             if root.requires_grad:
                 add_leaf_grad(root, g)
             continue
-        key = id(root._node)
-        pending[key] = pending[key] + g if key in pending else g
+        add_node_grad(root._node, g)
         root_nodes.append(root._node)
 
     order = _toposort(root_nodes)
@@ -425,10 +454,11 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
         for key in [k for k in leaf_pending if not leaf_waits.get(k)]:  # leaf roots no node feeds
             deliver_leaf(key)
         for node in order:
-            g = pending.pop(id(node), None)
-            if g is None:
+            total = pending.pop(id(node), None)
+            if total is None:
                 release_leaves(node)
                 continue
+            g = total.total()
             node.check_versions()
             if node.hooks:
                 for hook in node.hooks:
@@ -444,6 +474,15 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 if out is not None and id(out) in wanted:
                     prev = leaf_results.get(id(out))
                     leaf_results[id(out)] = g if prev is None else prev + g
+            index = _gathered_index(node)
+            if index is not None:  # a slice's gradient waits for its siblings (kiln/gradient_sum.py)
+                child = node.edges[0]
+                if child is None:
+                    add_leaf_grad(node.inputs[0], g, index)
+                elif child is not False:
+                    add_node_grad(child, g, index, node.inputs[0])
+                release_leaves(node)
+                continue
             remade = node.recompute(node) if node.recompute is not None else ()
             input_grads = node.prim.vjp(g, node.inputs, node, **node.params)
             to_nodes = {id(_memory(gi._data)) for child, gi in zip(node.edges, input_grads)
@@ -456,8 +495,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                         handed_out.add(id(gi._data))  # a hook writing to .grad must not change the other
                     add_leaf_grad(inp, gi)
                 else:
-                    key = id(child)
-                    pending[key] = pending[key] + gi if key in pending else gi
+                    add_node_grad(child, gi)
             if remade and not (retain_graph or create_graph):  # remade inputs are freed now, not at the end
                 for t in remade:
                     t._data = None

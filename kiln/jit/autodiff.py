@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import autograd
-from ..functional.math import add
+from ..gradient_sum import GradientSum, slice_of_dim
 from ..tensor import Tensor
 from .ir import Graph, InputSpec, Value
 from .trace import Tracer
@@ -79,7 +79,7 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
     """Split a traced training graph into forward (with residuals) and backward graphs."""
     needs = graph.requires_grad
     bt = BackwardTracer(symbolic)
-    grads: dict[int, Tensor] = {}
+    grads: dict[int, GradientSum] = {}  # value id -> the gradients flowing into it so far
     cot_outputs: list[int] = []
     with bt, autograd.no_grad():
         for i, v in enumerate(graph.outputs):
@@ -89,10 +89,17 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
                               real[v.id]._device)
             bt.add_input(ct, InputSpec("cotangent", i), shape=v.shape)
             cot_outputs.append(i)
-            grads[v.id] = add(grads[v.id], ct) if v.id in grads else ct
+            grads.setdefault(v.id, GradientSum()).add(ct)
         for node in reversed(graph.nodes):
-            g = grads.pop(node.out.id, None)
-            if g is None or node.out.id not in needs:
+            total = grads.pop(node.out.id, None)
+            if total is None or node.out.id not in needs:
+                continue
+            g = total.total()
+            x = node.inputs[0] if node.inputs else None
+            if (node.prim.name == "index" and len(node.inputs) == 1 and x.id in needs
+                    and slice_of_dim(node.params["spec"], tuple(x.shape)) is not None):
+                # a slice's gradient waits for its siblings, as in the eager engine (kiln/gradient_sum.py)
+                grads.setdefault(x.id, GradientSum()).add_index(g, node.params["spec"], tuple(x.shape))
                 continue
             inputs = tuple(real[v.id] for v in node.inputs)
             out = real[node.out.id]
@@ -102,14 +109,14 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
             for v, gi in zip(node.inputs, in_grads):
                 if gi is None or v.id not in needs:
                     continue
-                grads[v.id] = add(grads[v.id], gi) if v.id in grads else gi
+                grads.setdefault(v.id, GradientSum()).add(gi)
             bt.scope = {}
         grad_inputs: list[int] = []
         grad_outs: list[Tensor] = []
         for i, v in enumerate(graph.inputs):
             if v.id in needs and v.id in grads:
                 grad_inputs.append(i)
-                grad_outs.append(grads[v.id])
+                grad_outs.append(grads[v.id].total())
         bt.set_outputs(grad_outs)
     forward = graph.copy()
     n_outputs = len(forward.outputs)
