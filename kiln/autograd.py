@@ -14,7 +14,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from .gradient_sum import GradientSum, slice_of_dim
+from .gradient_sum import GradientSum, PendingGradient
 
 if TYPE_CHECKING:
     from .ops.primitive import Primitive
@@ -289,23 +289,6 @@ def _raise_modified(node: Node, t: Tensor, version: int) -> None:
     )
 
 
-def _gathered_index(node: Node) -> tuple | None:
-    """The spec of `node` when it is a basic index whose gradient `GradientSum` gathers (one dim
-    sliced, no tensor indices), else None."""
-    if node.prim.name != "index" or len(node.inputs) != 1:
-        return None
-    spec = node.params["spec"]
-    return spec if slice_of_dim(spec, tuple(node.inputs[0].shape)) is not None else None
-
-
-def _add_to(total: GradientSum, g: Tensor, index: tuple | None, of: Tensor | None) -> None:
-    """Add `g` to `total`: the gradient of the whole tensor, or with `index` of ``of[index]``."""
-    if index is None:
-        total.add(g)
-    else:
-        total.add_index(g, index, tuple(of.shape))
-
-
 def _toposort(roots: Sequence[Node]) -> list[Node]:
     """Nodes reachable from roots, each after every node that consumes its output."""
     order: list[Node] = []
@@ -403,19 +386,19 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
             tracer.on_alias(g, out)
         return out
 
-    def add_leaf_grad(t: Tensor, g: Tensor | None, index: tuple | None = None) -> None:
-        """Add `g`, the gradient of leaf `t` (with `index`: of its basic index ``t[index]``)."""
+    def add_leaf_grad(t: Tensor, g: Any) -> None:
+        """Add `g` (a tensor or a PendingGradient) to the gradient of leaf `t`."""
         entry = leaf_pending.get(id(t))
         if entry is None:
             entry = leaf_pending[id(t)] = (t, GradientSum())
-        _add_to(entry[1], g, index, t)
+        entry[1].add(g)
 
-    def add_node_grad(node: Node, g: Tensor, index: tuple | None = None, of: Tensor | None = None) -> None:
-        """Add `g`, the gradient of `node`'s output (with `index`: of its basic index ``of[index]``)."""
+    def add_node_grad(node: Node, g: Any) -> None:
+        """Add `g` (a tensor or a PendingGradient) to the gradient of `node`'s output."""
         total = pending.get(id(node))
         if total is None:
             total = pending[id(node)] = GradientSum()
-        _add_to(total, g, index, of)
+        total.add(g)
 
     def deliver_leaf(key: int) -> None:
         """Run a leaf's hooks on its total gradient of this pass (once), then accumulate into .grad."""
@@ -474,24 +457,16 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 if out is not None and id(out) in wanted:
                     prev = leaf_results.get(id(out))
                     leaf_results[id(out)] = g if prev is None else prev + g
-            index = _gathered_index(node)
-            if index is not None:  # a slice's gradient waits for its siblings (kiln/gradient_sum.py)
-                child = node.edges[0]
-                if child is None:
-                    add_leaf_grad(node.inputs[0], g, index)
-                elif child is not False:
-                    add_node_grad(child, g, index, node.inputs[0])
-                release_leaves(node)
-                continue
             remade = node.recompute(node) if node.recompute is not None else ()
             input_grads = node.prim.vjp(g, node.inputs, node, **node.params)
             to_nodes = {id(_memory(gi._data)) for child, gi in zip(node.edges, input_grads)
-                        if gi is not None and child} if len(input_grads) > 1 and None in node.edges else ()
+                        if gi is not None and child and not isinstance(gi, PendingGradient)
+                        } if len(input_grads) > 1 and None in node.edges else ()
             for inp, child, gi in zip(node.inputs, node.edges, input_grads):
                 if gi is None or child is False:
                     continue
                 if child is None:
-                    if id(_memory(gi._data)) in to_nodes:  # shared with a gradient still flowing (x + b):
+                    if not isinstance(gi, PendingGradient) and id(_memory(gi._data)) in to_nodes:  # shared with a gradient still flowing (x + b):
                         handed_out.add(id(gi._data))  # a hook writing to .grad must not change the other
                     add_leaf_grad(inp, gi)
                 else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import autograd
-from ..gradient_sum import GradientSum, slice_of_dim
+from ..gradient_sum import GradientSum
 from ..tensor import Tensor
 from .ir import Graph, InputSpec, Value
 from .trace import Tracer
@@ -95,22 +95,16 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
             if total is None or node.out.id not in needs:
                 continue
             g = total.total()
-            x = node.inputs[0] if node.inputs else None
-            if (node.prim.name == "index" and len(node.inputs) == 1 and x.id in needs
-                    and slice_of_dim(node.params["spec"], tuple(x.shape)) is not None):
-                # a slice's gradient waits for its siblings, as in the eager engine (kiln/gradient_sum.py)
-                grads.setdefault(x.id, GradientSum()).add_index(g, node.params["spec"], tuple(x.shape))
-                continue
             inputs = tuple(real[v.id] for v in node.inputs)
             out = real[node.out.id]
-            bt.scope = {id(t): v for t, v in zip(inputs, node.inputs)}
+            # the scope grows: a pending gradient (kiln/gradient_sum.py) may read a node's inputs later
+            bt.scope.update((id(t), v) for t, v in zip(inputs, node.inputs))
             bt.scope[id(out)] = node.out
             in_grads = node.prim.vjp(g, inputs, _NodeShim(out), **node.params)
             for v, gi in zip(node.inputs, in_grads):
                 if gi is None or v.id not in needs:
                     continue
                 grads.setdefault(v.id, GradientSum()).add(gi)
-            bt.scope = {}
         grad_inputs: list[int] = []
         grad_outs: list[Tensor] = []
         for i, v in enumerate(graph.inputs):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ..gradient_sum import GATHERED_PRODUCT_ROWS, ProductGradient
 from .elementwise import F, broadcast_shapes
 from .primitive import AbstractValue, Primitive, ShapeError
 
@@ -66,6 +67,10 @@ def _grad_b(f, g, a, b):
     product over the flattened batch, (B*M, K)^T @ (B*M, N), instead of one per batch summed
     afterwards.
     """
+    if (len(a.shape) == 2 and len(b.shape) == 2 and len(g.shape) == 2
+            and type(a.shape[0]) is int and a.shape[0] <= GATHERED_PRODUCT_ROWS):
+        # a thin product (a loop's weight, once per step): summed with its siblings as one GEMM
+        return ProductGradient(a, g, columns_contiguous(b))
     if len(b.shape) == 2 and len(a.shape) > 2:
         rows = math.prod(a.shape[:-1])  # not -1, which an empty K or N leaves undetermined
         a = f.reshape(a, (rows, a.shape[-1]))

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .elementwise import F
+from ..gradient_sum import index_gradient
 from ..sizes import concrete, concrete_all
+from .elementwise import F
 from .primitive import AbstractValue, Primitive, ShapeError
 
 
@@ -172,6 +173,8 @@ class Index(Primitive):
 
     def vjp(self, g, inputs, node, *, spec):
         x, *idx = inputs
+        if not idx:  # a basic slice: its siblings may tile the dim (kiln/gradient_sum.py)
+            return (index_gradient(g, spec, tuple(x.shape)),)
         return (F().index_grad(g, idx, spec, x.shape),) + (None,) * len(idx)
 
 

@@ -190,3 +190,66 @@ def test_slices_of_a_dynamic_dim_stay_correct_at_other_sizes():
         want = np.full_like(x_np, 3.0)
         want[:2] = 2.0
         np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+@pytest.fixture
+def matmul_calls(monkeypatch):
+    """The shapes of the operands of every matmul kernel call."""
+    prim = REGISTRY["matmul"]
+    calls = []
+    kernel = prim.kernel
+
+    def counted(xp, a, b):
+        calls.append((a.shape, b.shape))
+        return kernel(xp, a, b)
+
+    monkeypatch.setattr(prim, "kernel", counted)
+    return calls
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_weight_applied_every_step_gets_one_gathered_product(transposed, matmul_calls):
+    steps, batch = 9, 5
+    xs = [rng.standard_normal((batch, 6)).astype(np.float32) for _ in range(steps)]
+    gs = [rng.standard_normal((batch, 4)).astype(np.float32) for _ in range(steps)]
+    w_np = rng.standard_normal((4, 6) if transposed else (6, 4)).astype(np.float32)
+    w = kiln.tensor(w_np, requires_grad=True)
+    weight = w.T if transposed else w  # as linear and the LSTM apply theirs
+    loss = sum(((kiln.tensor(x) @ weight) * kiln.tensor(g)).sum() for x, g in zip(xs, gs))
+    matmul_calls.clear()
+    loss.backward()
+    want = sum(x.T @ g for x, g in zip(xs, gs))  # d/dW of sum_t <x_t W, g_t>
+    np.testing.assert_allclose(w.grad.numpy(), want.T if transposed else want, rtol=1e-5, atol=1e-5)
+    assert len(matmul_calls) == 1 and (steps * batch) in matmul_calls[0][0] + matmul_calls[0][1]
+
+
+def test_products_of_many_rows_are_not_gathered(matmul_calls):
+    x = kiln.tensor(rng.standard_normal((100, 6)).astype(np.float32))
+    w = kiln.tensor(rng.standard_normal((6, 4)).astype(np.float32), requires_grad=True)
+    loss = (x @ w).sum() + (x @ w).pow(2).sum()
+    matmul_calls.clear()
+    loss.backward()
+    assert len(matmul_calls) == 2  # one product per use: 100-row products gain nothing from joining
+    want = x.numpy().T @ (1 + 2 * (x.numpy() @ w.detach().numpy()))
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-5, atol=1e-4)
+
+
+def test_gathered_products_match_torch_in_an_rnn_loop():
+    torch = pytest.importorskip("torch")
+    x_np = rng.standard_normal((8, 4, 5)).astype(np.float32)
+    w_np = rng.standard_normal((5, 7)).astype(np.float32) * 0.4
+    u_np = rng.standard_normal((7, 7)).astype(np.float32) * 0.4
+
+    def body(lib, x, w, u):
+        h = lib.zeros(4, 7)
+        for t in range(x.shape[0]):
+            h = lib.tanh(x[t] @ w + h @ u.T)
+        return h.sum()
+
+    grads = []
+    for lib in (kiln, torch):
+        ts = [lib.tensor(a, requires_grad=True) for a in (x_np, w_np, u_np)]
+        body(lib, *ts).backward()
+        grads.append([t.grad.numpy() if lib is kiln else t.grad.detach().numpy() for t in ts])
+    for k, t in zip(*grads):
+        np.testing.assert_allclose(k, t, rtol=1e-5, atol=1e-6)
