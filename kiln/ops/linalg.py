@@ -31,7 +31,10 @@ class Matmul(Primitive):
 
     def kernel(self, xp, a, b):
         if a.dtype.kind == "V":  # bfloat16: BLAS in float32, rounded once at the end (as PyTorch)
-            return xp.matmul(a.astype(xp.float32), b.astype(xp.float32)).astype(a.dtype)
+            return self.kernel(xp, a.astype(xp.float32), b.astype(xp.float32)).astype(a.dtype)
+        if b.ndim == 2 and a.ndim > 2 and rows_flatten(a.shape, tuple(s // a.itemsize for s in a.strides)):
+            # one product over the batch's rows; generated code makes the same call (cpu/gemm.py)
+            return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
         return xp.matmul(a, b)
 
     def vjp(self, g, inputs, node):
@@ -40,6 +43,25 @@ class Matmul(Primitive):
         ga = _grad_a(f, g, a, b) if a.requires_grad else None
         gb = _grad_b(f, g, a, b) if b.requires_grad else None
         return ga, gb
+
+
+def rows_flatten(a_shape: tuple, a_strides: tuple) -> bool:
+    """Whether ``a @ b`` with a 2-D `b` runs as one matrix product of a's rows, all batches
+    flattened: (B*M, K) @ (K, N) rather than one (M, K) @ (K, N) per batch index.
+
+    That holds when the rows of `a` (element strides `a_strides`) are evenly spaced across its
+    batch dims, each row's elements contiguous: then the flattened rows are a view of `a`.
+    Eager (`Matmul.kernel`) and generated code (kiln/jit/backends/cpu/gemm.py) both ask this,
+    so they make the same BLAS call and keep the same bits.
+    """
+    if len(a_shape) < 3 or 0 in a_shape or a_strides[-1] != 1:
+        return False
+    expected = a_strides[-2] * a_shape[-2]  # the stride a batch dim needs to continue the rows
+    for size, stride in zip(reversed(a_shape[:-2]), reversed(a_strides[:-2])):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def columns_contiguous(t) -> bool:

@@ -29,6 +29,7 @@ from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import arena, blas, gemm, objects, runtime, toolchain, views
 from kiln.jit.backends.cpu.codegen import PRELUDE
 from kiln.models import gpt, lenet_5, mlp
+from kiln.ops.linalg import rows_flatten
 
 pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
                                 reason="no C compiler, or generated code cannot read Python objects here")
@@ -397,7 +398,38 @@ MATMUL_CASES = [
     ("x @ w", (0, 7), (7, 3)), ("x @ w", (5, 0), (0, 3)), ("x @ w", (33, 65), (65, 17)),
     ("x @ w", (2, 3, 5, 7), (7, 4)), ("x @ w", (2, 5, 7), (2, 7, 4)), ("x @ w", (5, 7), (3, 7, 4)),
     ("x @ w.transpose(-1, -2)", (2, 5, 7), (2, 4, 7)),
+    # a 2-D second operand: one product over all rows where they are evenly spaced (rows_flatten)
+    ("x[:, ::2] @ w", (3, 10, 7), (7, 4)), ("x[..., :5] @ w", (3, 6, 7), (5, 4)),
+    ("x[:, :4] @ w", (3, 8, 7), (7, 4)), ("x.transpose(0, 1) @ w", (5, 3, 7), (7, 4)),
+    ("x @ w.T", (35, 20, 16), (64, 16)),
 ]
+
+
+@needs_blas
+def test_a_batch_of_rows_times_a_matrix_is_one_blas_call():
+    rng = np.random.default_rng(4)
+    x = kiln.tensor(rng.standard_normal((35, 20, 16)).astype(np.float32))
+    w = kiln.tensor(rng.standard_normal((64, 16)).astype(np.float32))
+    compiled = kiln.compile(lambda x, w: x @ w.T, backend="cpu")
+    with kiln.no_grad():
+        compiled(x, w)
+        assert_bitwise(compiled(x, w).numpy(), (x @ w.T).numpy(), "(35, 20, 16) @ (16, 64)")
+    source = compiled.cache_entries[0].plan.current.source
+    body = source[source.index("kiln_segment_0("):]
+    assert "i0 < 35" not in body and ", 700, 16, 64);" in body  # one 700-row product, no batch loop
+
+
+def test_rows_flatten_needs_rows_evenly_spaced_across_the_batch():
+    def strides(a):
+        return tuple(s // a.itemsize for s in a.strides)
+
+    base = np.zeros((3, 8, 7), np.float32)
+    for view, flat in [(base, True), (base[:, ::2], True), (base[..., :5], True), (base[:1], True),
+                       (base[:, :4], False), (base.transpose(1, 0, 2), False), (base[..., ::2], False),
+                       (base.transpose(0, 2, 1), False), (base[:, :0], False)]:
+        assert rows_flatten(view.shape, strides(view)) is flat, (view.shape, view.strides)
+        if flat:  # the flattened rows are a view of the operand, as the eager kernel reshapes it
+            assert np.shares_memory(view.reshape(-1, view.shape[-1]), view)
 
 
 @needs_blas

@@ -17,7 +17,9 @@ NumPy's float matmul loop decision by decision:
 The plain loop is ``out = 0; out += a * b`` in the operands' type, in order. Operand
 layouts NumPy would first copy (no unit stride on either axis) are not handled here: the
 caller (segment.py) leaves such matmuls to NumPy. Batch dims are loops around this call,
-one product per batch index, as NumPy's loop runs them.
+one product per batch index, as NumPy's loop runs them, except where a 2-D second operand
+meets rows evenly spaced across the batch (`kiln.ops.linalg.rows_flatten`): there eager and
+generated code alike make one product of all the rows.
 
 `matmul_plan` decides at lowering time whether a matmul node's static layouts fit.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+from ....ops.linalg import rows_flatten
 from .blas import FUNCTIONS
 
 BLAS_TYPES = {"float32": ("float", "s"), "float64": ("double", "d")}
@@ -195,6 +198,8 @@ def render_matmul(ctype: str, out: str, a: str, b: str, out_shape: tuple, a_shap
     S = {"float": "s", "double": "d"}[ctype]
     dm, dn, dp = a_shape[-2], a_shape[-1], b_shape[-1]
     loops = [lp for lp in batch_loops(out_shape, a_shape, a_strides, b_shape, b_strides) if lp[0] != 1]
+    if len(b_shape) == 2 and rows_flatten(a_shape, a_strides):  # one product over every batch's rows
+        dm, loops = math.prod(a_shape[:-1]), []
     call = (f"kiln_matmul2d_{S}({a}{{ao}}, {a_strides[-2]}, {a_strides[-1]}, {b}{{bo}}, {b_strides[-2]}, "
             f"{b_strides[-1]}, {out}{{oo}}, {dp}, 1, {dm}, {dn}, {dp});")
     if math.prod(out_shape) == 0:
