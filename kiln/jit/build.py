@@ -6,6 +6,7 @@ log (for ``explain()`` and KILN_DEBUG) and the text ``explain()`` shows for it.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -56,7 +57,8 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         with logging_passes(backward_log):
             backward = run_pass(training_pipeline(passes), diff.backward)
         requires = [v.id in graph.requires_grad for v in graph.outputs]
-        entry: Any = TrainingEntry(forward, lower(forward), backward, lower(backward), diff.n_outputs,
+        forward_plan, backward_plan = _lower_both(lower, forward, backward)
+        entry: Any = TrainingEntry(forward, forward_plan, backward, backward_plan, diff.n_outputs,
                                    diff.cotangent_outputs, diff.grad_inputs, requires, layout, device, binding)
         shape_guards += diff.shape_guards
     else:
@@ -74,6 +76,15 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         summary += (f"\n  backward passes ({len(diff.backward.nodes)} -> {len(entry.backward_graph.nodes)} "
                     f"nodes):\n{backward_log}")
     return Built(entry, log, backward_log, summary)
+
+
+def _lower_both(lower: Callable, forward: Any, backward: Any) -> tuple[Any, Any]:
+    """`lower` of the forward and the backward graph, the backward's in a second thread: a native
+    backend spends most of it waiting for the C compiler, so the two compilers run side by side."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-lower") as pool:
+        backward_plan = pool.submit(lower, backward)
+        forward_plan = lower(forward)
+        return forward_plan, backward_plan.result()
 
 
 def alias_sources(traced: Trace) -> list[tuple[Source, Tensor]]:

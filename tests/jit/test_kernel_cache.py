@@ -417,3 +417,44 @@ def test_two_processes_building_one_kernel_load_the_same_verified_library(tmp_pa
     (so,) = _entries(tmp_path / "cache" / "kernels")
     assert hashes == {hashlib.sha256(so.read_bytes()).hexdigest()}
     assert so.with_suffix(".sha256").read_text().split()[0] in hashes
+
+
+@needs_cc
+def test_kernels_build_concurrently_and_each_key_once(cache, monkeypatch):
+    """Different kernels compile side by side (a training plan's forward and backward); two threads
+    asking for one kernel compile it once and share the library."""
+    import threading
+
+    compiled, running, overlap = [], [0], [False]
+    real_compile = toolchain._compile
+    guard = threading.Lock()
+
+    def tracking(command, source, workdir, extra=None):
+        with guard:
+            running[0] += 1
+            overlap[0] |= running[0] > 1
+        try:
+            time.sleep(0.2)  # long enough for the other thread to arrive while this one compiles
+            compiled.append(source)
+            return real_compile(command, source, workdir, extra)
+        finally:
+            with guard:
+                running[0] -= 1
+
+    monkeypatch.setattr(toolchain, "_compile", tracking)
+    sources = [f"int kiln_probe_{k}(void) {{ return {k}; }}\n" for k in range(2)]
+    libs: dict[int, object] = {}
+
+    def build(k, source):
+        libs[k] = toolchain.build(source, f"kiln_probe_{k % 2}")
+
+    threads = [threading.Thread(target=build, args=(k, src)) for k, src in enumerate(sources + sources[:1])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlap[0], "the two kernels did not compile at the same time"
+    # the repeated source compiled once (the compiler's OpenMP probe compiles too)
+    assert sorted(c for c in compiled if c.startswith("int kiln_probe_")) == sorted(sources)
+    assert libs[0] is libs[2]
+    assert [getattr(libs[k], f"kiln_probe_{k}")() for k in (0, 1)] == [0, 1]

@@ -112,6 +112,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr
 
 _lock = threading.RLock()
 _loaded: dict[str, ctypes.CDLL] = {}  # key -> library, for this process
+_building: dict[str, threading.Lock] = {}  # key -> the lock its (one) builder holds
 _probed: dict[tuple[str, ...], str | None] = {}  # compiler command -> why it does not work (None: it works)
 _versions: dict[tuple[str, ...], str] = {}
 _targets: dict[tuple[str, ...], str] = {}
@@ -724,17 +725,29 @@ def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
     key = kernel_key(source, command)
     with _lock:
         lib = _loaded.get(key)
-        if lib is None:
-            folder = kernel_dir()
-            try:
-                teams = bool(openmp_flags(command)) and prepare_openmp_runtime()
-                with _entry_lock(folder / f"k_{key}.lock"):
-                    lib = _load_or_build(command, source, folder / f"k_{key}.so", symbol)
-                if teams:  # else the library keeps its own settings: serial
+        if lib is not None:
+            return lib
+        folder = kernel_dir()
+        teams = bool(openmp_flags(command)) and prepare_openmp_runtime()
+        key_lock = _building.setdefault(key, threading.Lock())
+    # one key at a time, but different kernels build concurrently (a training plan's forward and
+    # backward, each in its own compiler process)
+    with key_lock:
+        with _lock:
+            lib = _loaded.get(key)
+        if lib is not None:
+            return lib
+        try:
+            with _entry_lock(folder / f"k_{key}.lock"):
+                lib = _load_or_build(command, source, folder / f"k_{key}.so", symbol)
+            if teams:  # else the library keeps its own settings: serial
+                with _lock:
                     parallel.attach(lib)
-            except OSError as exc:  # e.g. a full disk: the backend interprets instead of crashing
-                raise CompilerUnavailable(f"cannot build kernels in {folder}: {exc.strerror or exc}") from None
+        except OSError as exc:  # e.g. a full disk: the backend interprets instead of crashing
+            raise CompilerUnavailable(f"cannot build kernels in {folder}: {exc.strerror or exc}") from None
+        with _lock:
             _loaded[key] = lib
+            _building.pop(key, None)
         return lib
 
 
