@@ -180,6 +180,7 @@ class JITFunction:
         self._module_state = ModuleState()
         self._guards = Guards(fn, covered=self._owner)  # closure, global, attribute and default reads
         self._positional_treedefs: dict[int, Any] = {}
+        self._outgrown: dict[CacheKey, Any] = {}  # key -> why its trace was not compiled (a MissReason)
 
     # ---- the call path --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -246,22 +247,33 @@ class JITFunction:
             if serving is not None:  # another thread compiled it meanwhile
                 return self._run_cached(serving, args, kwargs, leaves, dims)
             stale = _stale_reason(old, dims, leaves) if old is not None else None  # same key, but it cannot serve
+            # (with no entry: the reason this key's last trace was not compiled, if it was not; see below)
+            reason = stale if old is not None else self._outgrown.pop(key, None)
             start = time.perf_counter()
             mark = self._log.mark()
             try:
                 self._log.note_miss(key, self._cache.keys(), self._cache.max_entries, self._guards.describe,
-                                    lambda leaf: arg_of_leaf(args, leaf), stale)
+                                    lambda leaf: arg_of_leaf(args, leaf), reason)
                 self._report_notes()
                 debug.log_miss(self.__name__, self.stats.misses + 1, self.stats.miss_reasons[-1])
                 self.stats.traces += 1
                 traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph,
                                dynamic=dynamic, module=self._owner, optimizers=self._guards.optimizers)
-                entry = self._entry_for(key, traced)
+                outgrown = self._outgrown_by_its_call(traced)
+                entry = self._entry_for(key, traced) if outgrown is None else None
             except BaseException:  # an error or a KeyboardInterrupt: no entry, and no miss recorded
                 self._log.roll_back(mark)
                 self._pass_logs.pop(key, None)
                 raise
             self.stats.misses += 1
+            if entry is None:  # the trace ran the call; its plan could serve no later one: not built
+                self._outgrown[key] = outgrown
+                self._log.lines.append(f"  not compiled: this call changed what its plan is guarded on "
+                                       f"({outgrown}), so the plan could not serve the next call; the next "
+                                       "call compiles")
+                self._log.last_key = key
+                self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
+                return traced.result
             if stale is not None and stale.kind in _VARIANT_KINDS and getattr(entry, "kind", None) != "fallback":
                 variants = [old, *getattr(old, "size_variants", ())]  # kept: another size may come back
                 entry.size_variants = variants[:MAX_SIZE_VARIANTS - 1]
@@ -278,6 +290,21 @@ class JITFunction:
             if is_symbolic(traced.out_leaves):  # a returned size: a plain int, as eager returns
                 return unflatten(traced.out_treedef, [resolve_leaf(x, None) for x in traced.out_leaves])
             return traced.result
+
+    def _outgrown_by_its_call(self, traced: Trace) -> Any:
+        """Why the plan of `traced` could not serve even the next call (a MissReason), or None.
+
+        A whole training step's first call creates its optimizer's state (Adam's moments, SGD's
+        momentum buffers), and plans are guarded on which state exists: the plan of that call
+        would be replaced at the next. Compiling it would cost as much as the plan that serves
+        every later call, for nothing, so the first call runs as traced (eagerly) and the next
+        one compiles.
+        """
+        binding = traced.tracer.step_binding
+        if binding is None or traced.tracer.graph_break is not None:
+            return None
+        self._check_static_outputs(traced.tracer, traced.out_leaves)  # its errors belong to this call
+        return binding.optimizer_changed()
 
     def _entry_for(self, key: CacheKey, traced: Trace) -> Any:
         """The cache entry for a trace: a compiled plan, or eager fallback after a graph break."""

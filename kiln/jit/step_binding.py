@@ -74,13 +74,21 @@ class StepBinding:
         """The current value of every hyperparameter source (the plan's hyper inputs read them)."""
         return [s.read() for s in self.sources]
 
-    def stale_reason(self, leaves: list) -> Any:
-        """Why the plan cannot serve this call (a MissReason), or None when it can."""
+    def optimizer_changed(self) -> Any:
+        """Why an optimizer the step uses no longer looks as it did at the trace's entry (a MissReason:
+        state a first step created, load_state_dict, a parameter added to a group), or None."""
         for optimizer, signature in self.optimizers:
             if optimizer_signature(optimizer) != signature:
                 return _miss(f"{type(optimizer).__name__}'s parameters or state changed (state created "
                                   "by a first step, load_state_dict, a parameter added to a group)",
                                   "optimizer", type(optimizer).__name__)
+        return None
+
+    def stale_reason(self, leaves: list) -> Any:
+        """Why the plan cannot serve this call (a MissReason), or None when it can."""
+        changed = self.optimizer_changed()
+        if changed is not None:
+            return changed
         for target, expected in self.grad_guards:
             grad = grad_owner(target, leaves)._grad
             now = None if grad is None else (grad._data.shape, grad._data.dtype)

@@ -164,3 +164,31 @@ def test_a_scheduler_outside_the_step_is_seen(backend: str, dtype: str) -> None:
     np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=RTOL[dtype], atol=0)
     _assert_same(runs[1][1], runs[0][1], dtype)
     assert runs[1][1].step.stats.traces == 2
+
+
+@pytest.mark.parametrize("optimizer, creates_state", [("adamw_amsgrad", True), ("sgd_nesterov_wd", True),
+                                                      ("sgd", False)])
+def test_a_first_step_that_creates_optimizer_state_is_not_compiled(optimizer: str, creates_state: bool,
+                                                                   monkeypatch) -> None:
+    """Its plan would be guarded on the state not existing yet, so the next call could not use it:
+    the first call runs as traced, the second compiles, and every result equals eager's."""
+    import kiln.jit.function as function
+
+    builds = []
+    real_build = function.build_entry
+    monkeypatch.setattr(function, "build_entry", lambda *a, **k: builds.append(1) or real_build(*a, **k))
+    monkeypatch.setitem(OPTIMIZERS, "sgd", lambda ps: kiln.optim.SGD(ps, lr=0.05))  # keeps no state
+    reference = Trainer(optimizer, "float64", None)
+    compiled = Trainer(optimizer, "float64", "cpu")
+    want = reference.run(np.random.default_rng(3), 3)
+    rng = np.random.default_rng(3)
+    got = compiled.run(rng, 1)
+    assert len(builds) == (0 if creates_state else 1)
+    assert compiled.step.stats.cache_size == len(builds) and compiled.step.stats.misses == 1
+    if creates_state:
+        assert "not compiled: this call changed what its plan is guarded on" in compiled.step.explain()
+    got += compiled.run(rng, 2)
+    assert len(builds) == 1 and compiled.step.stats.hits == 2 - creates_state
+    assert compiled.step.stats.evictions == 0
+    np.testing.assert_allclose(got, want, rtol=RTOL["float64"])
+    _assert_same(compiled, reference, "float64")
