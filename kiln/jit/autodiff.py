@@ -73,6 +73,7 @@ class Differentiated:
     cotangent_outputs: list[int]  # which user outputs take a cotangent (backward input order)
     grad_inputs: list[int]  # forward input indices whose grads the backward graph outputs
     shape_guards: list = field(default_factory=list)  # comparisons on symbolic sizes made by the VJPs
+    backward_real: dict = field(default_factory=dict)  # backward value id -> the tensor its VJP made
 
 
 def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Differentiated:
@@ -115,4 +116,8 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
     forward = graph.copy()
     n_outputs = len(forward.outputs)
     forward.outputs = forward.outputs + list(bt.residual_order)
-    return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs, bt.shape_guards)
+    backward_real = dict(bt.real)
+    for fwd in bt.residual_order:  # a residual input is the forward's tensor
+        backward_real[bt.residuals[fwd.id].id] = real[fwd.id]
+    return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs, bt.shape_guards,
+                          backward_real)

@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from .. import autograd
 from ..tensor import DataEpoch, Tensor
 from .autodiff import differentiate
@@ -57,14 +59,19 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         with logging_passes(backward_log):
             backward = run_pass(training_pipeline(passes), diff.backward)
         requires = [v.id in graph.requires_grad for v in graph.outputs]
+        forward.observed_strides = observed_strides(forward, traced.tracer.real)
+        backward.observed_strides = observed_strides(backward, diff.backward_real)
         forward_plan, backward_plan = _lower_both(lower, forward, backward)
+        forward.observed_strides = backward.observed_strides = None
         entry: Any = TrainingEntry(forward, forward_plan, backward, backward_plan, diff.n_outputs,
                                    diff.cotangent_outputs, diff.grad_inputs, requires, layout, device, binding)
         shape_guards += diff.shape_guards
     else:
         with logging_passes(log):
             forward = run_pass(inference_pipeline(passes), graph)
+        forward.observed_strides = observed_strides(forward, traced.tracer.real)
         entry = InferenceEntry(forward, lower(forward), layout, device, binding)
+        forward.observed_strides = None
     entry.shape_guards = unique_guards(shape_guards)
     entry.value_guards = tuple(traced.tracer.concretized)
     entry.data_epoch = DataEpoch.value  # held tensors are re-checked when some tensor gets another array
@@ -76,6 +83,22 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         summary += (f"\n  backward passes ({len(diff.backward.nodes)} -> {len(entry.backward_graph.nodes)} "
                     f"nodes):\n{backward_log}")
     return Built(entry, log, backward_log, summary)
+
+
+def observed_strides(graph: Any, real: dict) -> dict[int, tuple[int, ...]]:
+    """Value id -> element strides of each node result, and of each residual input of a backward graph,
+    that the trace saw as a NumPy array that is not C-contiguous (a crop of a padded fold, a transposed
+    weight): the layout a replay will most likely give it too, so generated code can expect it from
+    the first replay on."""
+    strides = {}
+    residuals = [v for v, spec in zip(graph.inputs, graph.specs) if spec.kind == "residual"]
+    for value in residuals + [node.out for node in graph.nodes]:
+        tensor = real.get(value.id)
+        data = getattr(tensor, "_data", None)
+        if (isinstance(data, np.ndarray) and not data.flags.c_contiguous and data.shape == tuple(value.shape)
+                and not any(s % data.itemsize for s in data.strides)):
+            strides[value.id] = tuple(s // data.itemsize for s in data.strides)
+    return strides
 
 
 def _lower_both(lower: Callable, forward: Any, backward: Any) -> tuple[Any, Any]:

@@ -127,6 +127,9 @@ class Graph:
     state_writes: list[StateWrite] = field(default_factory=list)
     requires_grad: set = field(default_factory=set)  # ids of values that carry gradient
     last_pass = None  # not a field: run_pass sets it to the name of the pass that returned this graph
+    # not a field: value id -> element strides of the array the trace saw for a node's result when it
+    # was not C-contiguous (build.py sets it before lowering; a backend may expect those layouts)
+    observed_strides: dict | None = None
 
     def copy(self) -> "Graph":
         """A shallow copy whose node list and outputs can be edited independently."""

@@ -125,6 +125,18 @@ def test_training_equals_the_interpreter_bit_for_bit(name, batch, dtype):
     assert [p.fallback_calls for p in plans] == fallbacks == [0] * len(plans)
 
 
+@pytest.mark.parametrize("name", ["mlp", "lenet", "gpt", "block"])
+def test_first_replays_expect_the_layouts_the_trace_saw(name):
+    """Transposed weights handed to the backward plan, NumPy steps' strided results: the first
+    variant expects the layouts the trace saw, so no replay runs through the Observer to learn
+    them (a Python run plus another compiler run, at real sizes seconds)."""
+    model, x, y = _case(name, 3, "float32")
+    _, compiled = _train(model, x, y, "cpu")
+    plans = _plans(compiled.cache_entries[0])
+    assert [p.observed_calls for p in plans] == [0] * len(plans)
+    assert [len(p.variants) for p in plans] == [1] * len(plans)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("batch", [1, 5])
 def test_mlp_inference_is_one_native_call_and_exact(batch, dtype):

@@ -439,6 +439,14 @@ def _structure(graph: Graph) -> tuple:
     return len(graph.inputs), tuple(node.prim.name for node in graph.nodes)
 
 
+def _expected_layouts(fused: Graph, strides: dict[int, tuple[int, ...]], python: set[int]) -> dict[int, Layout]:
+    """The layouts the trace saw (Graph.observed_strides) for `fused`'s inputs and for the results of
+    its nodes that NumPy computes (value ids `python`): the first variant expects them, instead of
+    learning them on a first replay."""
+    values = list(fused.inputs) + [node.out for node in fused.nodes if node.out.id in python]
+    return {v.id: Layout(tuple(v.shape), strides[v.id], 0) for v in values if v.id in strides}
+
+
 def plan_for(graph: Graph, reference: Callable[[], Any]) -> NativePlan | None:
     """A NativePlan for `graph`, or None when no node of it would run natively (or it cannot here).
 
@@ -451,6 +459,9 @@ def plan_for(graph: Graph, reference: Callable[[], Any]) -> NativePlan | None:
         return None
     fused = fuse(graph, min_elements=1, min_nodes=1)
     analysis = analyze(fused)
+    expected = _expected_layouts(fused, graph.observed_strides or {}, _python_results(analysis))
+    if expected:
+        analysis = analyze(fused, expected)
     if not any(kind == "segment" for kind, _ in analysis.units()):
         return None
     key = _structure(graph)
