@@ -466,8 +466,9 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
                 if gi is None or child is False:
                     continue
                 if child is None:
-                    if not isinstance(gi, PendingGradient) and id(_memory(gi._data)) in to_nodes:  # shared with a gradient still flowing (x + b):
-                        handed_out.add(id(gi._data))  # a hook writing to .grad must not change the other
+                    # shared with a gradient still flowing (x + b): a hook writing to .grad must not change the other
+                    if not isinstance(gi, PendingGradient) and id(_memory(gi._data)) in to_nodes:
+                        handed_out.add(id(gi._data))
                     add_leaf_grad(inp, gi)
                 else:
                     add_node_grad(child, gi)

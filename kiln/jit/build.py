@@ -61,8 +61,11 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         requires = [v.id in graph.requires_grad for v in graph.outputs]
         forward.observed_strides = observed_strides(forward, traced.tracer.real)
         backward.observed_strides = observed_strides(backward, diff.backward_real)
-        forward_plan, backward_plan = _lower_both(lower, forward, backward)
-        forward.observed_strides = backward.observed_strides = None
+        on_cpu = backend == "cpu" and all(getattr(v.device, "type", "cpu") == "cpu" for v in forward.inputs)
+        try:
+            forward_plan, backward_plan = _lower_both(lower, forward, backward, concurrently=on_cpu)
+        finally:
+            forward.observed_strides = backward.observed_strides = None
         entry: Any = TrainingEntry(forward, forward_plan, backward, backward_plan, diff.n_outputs,
                                    diff.cotangent_outputs, diff.grad_inputs, requires, layout, device, binding)
         shape_guards += diff.shape_guards
@@ -70,8 +73,11 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         with logging_passes(log):
             forward = run_pass(inference_pipeline(passes), graph)
         forward.observed_strides = observed_strides(forward, traced.tracer.real)
-        entry = InferenceEntry(forward, lower(forward), layout, device, binding)
-        forward.observed_strides = None
+        try:
+            plan = lower(forward)
+        finally:
+            forward.observed_strides = None
+        entry = InferenceEntry(forward, plan, layout, device, binding)
     entry.shape_guards = unique_guards(shape_guards)
     entry.value_guards = tuple(traced.tracer.concretized)
     entry.data_epoch = DataEpoch.value  # held tensors are re-checked when some tensor gets another array
@@ -101,9 +107,12 @@ def observed_strides(graph: Any, real: dict) -> dict[int, tuple[int, ...]]:
     return strides
 
 
-def _lower_both(lower: Callable, forward: Any, backward: Any) -> tuple[Any, Any]:
-    """`lower` of the forward and the backward graph, the backward's in a second thread: a native
-    backend spends most of it waiting for the C compiler, so the two compilers run side by side."""
+def _lower_both(lower: Callable, forward: Any, backward: Any, concurrently: bool) -> tuple[Any, Any]:
+    """`lower` of the forward and the backward graph; `concurrently` (the CPU backend), the backward's
+    in a second thread: that backend spends most of it waiting for the C compiler, so the two
+    compilers run side by side. (A GPU backend's driver calls stay on the calling thread.)"""
+    if not concurrently:
+        return lower(forward), lower(backward)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-lower") as pool:
         backward_plan = pool.submit(lower, backward)
         forward_plan = lower(forward)

@@ -72,6 +72,13 @@ def _serving(entry: Any, dims: dict | None, leaves: list) -> Any:
     return None
 
 
+def _result_of(traced: Trace) -> Any:
+    """What the traced call returns to its caller (a returned symbolic size as a plain int, as eager)."""
+    if is_symbolic(traced.out_leaves):
+        return unflatten(traced.out_treedef, [resolve_leaf(x, None) for x in traced.out_leaves])
+    return traced.result
+
+
 def _stale_reason(entry: Any, dims: dict | None, leaves: list) -> MissReason | None:
     """Why a cached entry with this call's key cannot serve it (None when it can)."""
     for tensor, requires_grad in getattr(entry, "captured", ()):
@@ -273,7 +280,7 @@ class JITFunction:
                                        "call compiles")
                 self._log.last_key = key
                 self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
-                return traced.result
+                return _result_of(traced)
             if stale is not None and stale.kind in _VARIANT_KINDS and getattr(entry, "kind", None) != "fallback":
                 variants = [old, *getattr(old, "size_variants", ())]  # kept: another size may come back
                 entry.size_variants = variants[:MAX_SIZE_VARIANTS - 1]
@@ -287,9 +294,7 @@ class JITFunction:
             self._log.trim()
             self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
             self._log.last_key = key
-            if is_symbolic(traced.out_leaves):  # a returned size: a plain int, as eager returns
-                return unflatten(traced.out_treedef, [resolve_leaf(x, None) for x in traced.out_leaves])
-            return traced.result
+            return _result_of(traced)
 
     def _outgrown_by_its_call(self, traced: Trace) -> Any:
         """Why the plan of `traced` could not serve even the next call (a MissReason), or None.
