@@ -54,8 +54,8 @@ def rows_flatten(a_shape: tuple, a_strides: tuple) -> bool:
     Eager (`Matmul.kernel`) and generated code (kiln/jit/backends/cpu/gemm.py) both ask this,
     so they make the same BLAS call and keep the same bits.
     """
-    if len(a_shape) < 3 or 0 in a_shape or a_strides[-1] != 1:
-        return False
+    if len(a_shape) < 3 or 0 in a_shape or a_strides[-1] != 1 or a_strides[-2] < a_shape[-1]:
+        return False  # (rows that overlap, a broadcast among them: BLAS cannot read them as one matrix)
     expected = a_strides[-2] * a_shape[-2]  # the stride a batch dim needs to continue the rows
     for size, stride in zip(reversed(a_shape[:-2]), reversed(a_strides[:-2])):
         if size != 1 and stride != expected:

@@ -413,7 +413,8 @@ MATMUL_CASES = [
     # a 2-D second operand: one product over all rows where they are evenly spaced (rows_flatten)
     ("x[:, ::2] @ w", (3, 10, 7), (7, 4)), ("x[..., :5] @ w", (3, 6, 7), (5, 4)),
     ("x[:, :4] @ w", (3, 8, 7), (7, 4)), ("x.transpose(0, 1) @ w", (5, 3, 7), (7, 4)),
-    ("x @ w.T", (35, 20, 16), (64, 16)),
+    ("x @ w.T", (35, 20, 16), (64, 16)), ("x[:, :1].expand(3, 4, 7) @ w", (3, 2, 7), (7, 5)),
+    ("x[:1].expand(4, 1, 7) @ w", (2, 1, 7), (7, 5)),
 ]
 
 
@@ -438,7 +439,9 @@ def test_rows_flatten_needs_rows_evenly_spaced_across_the_batch():
     base = np.zeros((3, 8, 7), np.float32)
     for view, flat in [(base, True), (base[:, ::2], True), (base[..., :5], True), (base[:1], True),
                        (base[:, :4], False), (base.transpose(1, 0, 2), False), (base[..., ::2], False),
-                       (base.transpose(0, 2, 1), False), (base[:, :0], False)]:
+                       (base.transpose(0, 2, 1), False), (base[:, :0], False),
+                       (np.broadcast_to(base[:, :1], (3, 4, 7)), False),
+                       (np.broadcast_to(base[:1, :1], (3, 1, 7)), False)]:
         assert rows_flatten(view.shape, strides(view)) is flat, (view.shape, view.strides)
         if flat:  # the flattened rows are a view of the operand, as the eager kernel reshapes it
             assert np.shares_memory(view.reshape(-1, view.shape[-1]), view)
