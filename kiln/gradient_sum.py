@@ -188,6 +188,8 @@ class GradientSum:
     def total(self) -> Any:
         """The summed gradient: whole gradients in arrival order, then each group of pending ones
         (combined when it can be, else each computed), in the order its first piece arrived."""
+        if len(self.pieces) == 1 and not isinstance(self.pieces[0], PendingGradient):
+            return self.pieces[0]  # the common case, on eager backward's per-node path
         whole = [p for p in self.pieces if not isinstance(p, PendingGradient)]
         groups: dict[Any, list] = {}
         for p in self.pieces:
