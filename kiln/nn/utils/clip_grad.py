@@ -6,8 +6,13 @@ from typing import Iterable
 
 from ... import autograd
 from ...functional.creation import full
-from ...functional.math import abs as _abs, amax, clamp, pow as _pow, sum as _sum
+from ...functional.math import abs as _abs, amax, clamp, mul, pow as _pow, sum as _sum
 from ...tensor import Tensor
+
+
+def _powered(g: Tensor, norm_type: float) -> Tensor:
+    """|g| ** norm_type; the usual 2-norm as g * g, exact and fusable (pow stays with NumPy)."""
+    return mul(g, g) if norm_type == 2 else _pow(_abs(g), norm_type)
 
 
 def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
@@ -31,7 +36,7 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm
             for n in norms[1:]:
                 total = total.maximum(n)
         else:
-            total = sum((_sum(_pow(_abs(g), norm_type)) for g in grads[1:]), _sum(_pow(_abs(grads[0]), norm_type)))
+            total = sum((_sum(_powered(g, norm_type)) for g in grads[1:]), _sum(_powered(grads[0], norm_type)))
             total = _pow(total, 1.0 / norm_type)
         if error_if_nonfinite and not math.isfinite(float(total)):
             raise RuntimeError(f"the total norm of order {norm_type} of the gradients is non-finite, so it "
