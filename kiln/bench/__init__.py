@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import compiled, ddp, eager_overhead, projects, real_sizes, targets, whole_step
+from . import compiled, ddp, dynamic_shapes, eager_overhead, projects, real_sizes, targets, whole_step
 
 WORKLOADS: dict[str, ModuleType] = {module.NAME: module for module in (eager_overhead, compiled, targets,
-                                                                       whole_step, ddp, projects, real_sizes)}
+                                                                       whole_step, ddp, projects, real_sizes,
+                                                                       dynamic_shapes)}
 
 __all__ = ["WORKLOADS"]

@@ -156,7 +156,7 @@ def _peaks(workloads: list, size: str, threads: int, torch: bool) -> dict[str, d
 
 
 @contextlib.contextmanager
-def _fresh_kernel_caches(keep: bool) -> Iterator[None]:
+def fresh_kernel_caches(keep: bool) -> Iterator[None]:
     """Point kiln's and torch inductor's kernel caches at new temporary folders for the run (unless `keep`)."""
     if keep:
         yield
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
           + ("in a process without torch (isolate.py)" if separate else "in this process"), flush=True)
     if torch is None:
         print("note: torch is not installed: its columns are skipped")
-    with _fresh_kernel_caches(args.warm_caches):
+    with fresh_kernel_caches(args.warm_caches):
         argv = ["--repeat", str(args.repeat), "--warmup", str(args.warmup), "--only", args.only]
         timings = {}
         try:

@@ -61,8 +61,21 @@ def cast(x: Tensor, dtype: Any) -> Tensor:
     return bind(_P["cast"], (x,), {"dtype": dt.name})
 
 
+def _reject_tensor_sequence(x: Any) -> None:
+    """A list or tuple holding tensors is not an operand (PyTorch raises TypeError too): NumPy would
+    stack it into an array with one more dim, and broadcasting would silently give another shape.
+    The usual case is ``x - x.max(dim)``, whose result is the pair (values, indices)."""
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(item, Tensor) for item in x):
+        hint = " (max/min with a dim return (values, indices): use .values)" if hasattr(x, "indices") else ""
+        raise TypeError(f"unsupported operand: a Tensor and a {type(x).__name__} of tensors{hint}. Fix: pass a "
+                        "tensor, e.g. kiln.stack(...) of the sequence, or pick the element you mean")
+
+
 def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Promote two operands (tensors or scalars) to tensors of one dtype."""
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        _reject_tensor_sequence(a)
+        _reject_tensor_sequence(b)
     if isinstance(a, Tensor):
         if isinstance(b, Tensor):
             if a._data.dtype != b._data.dtype:

@@ -20,11 +20,18 @@ __all__ = ["CompiledFunction", "DynamicJITFunction", "JITFunction", "JITModule",
 
 def compile(target: Any = None, *, fullgraph: bool = False, max_cache_entries: int | None = None,  # noqa: A001
             max_cache_size: int | None = None, eviction: str = "lru", dynamic_dims: Any = None,
-            backend: Any = "auto", passes: list | None = None, auto_device: bool = False) -> Any:
+            backend: Any = "auto", passes: list | None = None, auto_device: bool = False,
+            dynamic: bool | None = None) -> Any:
     """Compile an nn.Module (-> JITModule) or a callable (-> JITFunction).
 
     >>> model = kiln.compile(kiln.models.mlp())
     >>> fast_fn = kiln.compile(fn, dynamic_dims={0: {0: "B"}})
+
+    ``dynamic`` (as in ``torch.compile``): None, the default, compiles each call for its exact
+    shapes until a tensor dim changes size between calls; then that dim becomes a symbolic size,
+    and one plan serves its other sizes (the plans already compiled keep serving theirs).
+    ``False`` compiles a plan per size; ``True`` makes every dim symbolic from the first call.
+    ``dynamic_dims`` names symbolic dims explicitly (see auto_dynamic.py).
 
     A bound method of a module (``kiln.compile(model.forward)``) is keyed on the
     module's training mode, structure and parameters, like ``kiln.compile(model)``.
@@ -38,7 +45,7 @@ def compile(target: Any = None, *, fullgraph: bool = False, max_cache_entries: i
     """
     options = dict(fullgraph=fullgraph, max_cache_entries=max_cache_entries, max_cache_size=max_cache_size,
                    eviction=eviction, dynamic_dims=dynamic_dims, backend=backend, passes=passes,
-                   auto_device=auto_device)
+                   auto_device=auto_device, dynamic=dynamic)
     if target is None:
         return lambda fn: compile(fn, **options)
     from ..nn.module import Module  # noqa: PLC0415 - kiln.nn imports kiln.jit

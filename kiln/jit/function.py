@@ -23,6 +23,7 @@ from ..ops.primitive import trace_state
 from ..tensor import DataEpoch, Tensor
 from . import debug
 from ..device import cuda_is_available, to_gpu
+from .auto_dynamic import AutoDynamicDims, describe_marked
 from .backends import get_backend
 from .build import build_entry
 from .cache import CacheKey, CompilationStats, PlanCache
@@ -153,7 +154,7 @@ class JITFunction:
     def __init__(self, fn: Callable, *, fullgraph: bool = False, max_cache_entries: int | None = None,
                  max_cache_size: int | None = None, eviction: str = "lru", dynamic_dims: Any = None,
                  backend: Any = "auto", passes: list | None = None, show_graph: bool = False,
-                 auto_device: bool = False):
+                 auto_device: bool = False, dynamic: bool | None = None):
         if not callable(fn):
             raise TypeError(f"kiln.compile() expects an nn.Module or a callable, got {type(fn)}")
         functools.update_wrapper(self, fn, updated=())
@@ -169,6 +170,9 @@ class JITFunction:
             max_cache_size if max_cache_size is not None else 8)
         self._cache = PlanCache(size, eviction)
         self.dynamic_dims = validate_dynamic_dims(dynamic_dims)
+        self._auto = AutoDynamicDims(dynamic, reserved={n for dims in self.dynamic_dims.values()
+                                                         for n in dims.values()})
+        self.dynamic = self._auto.mode
         self.backend_name, self._lower = get_backend(backend)
         if not isinstance(auto_device, bool):
             raise TypeError(f"auto_device must be True or False, got {auto_device!r}")
@@ -202,6 +206,14 @@ class JITFunction:
             serving = _serving(entry, dims, leaves)
             if serving is not None:
                 return self._run_cached(serving, args, kwargs, leaves, dims)
+        elif self._auto.by_structure:  # no plan for these exact sizes: the one with the dynamic dims
+            auto = self._auto.dims_for(treedef)
+            if auto:
+                key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef, auto)
+                entry = self._cache.get(key)
+                serving = _serving(entry, dims, leaves) if entry is not None else None
+                if serving is not None:
+                    return self._run_cached(serving, args, kwargs, leaves, dims)
         return self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
 
     def _run_cached(self, entry: Any, args: tuple, kwargs: dict, leaves: list, dims: dict | None) -> Any:
@@ -240,8 +252,23 @@ class JITFunction:
         """The module state part of the key: () for a plain function."""
         return self._module_state.key([self._owner]) if self._owner is not None else ()
 
-    def _make_key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> tuple[CacheKey, Any, Any]:
-        return self._keys.key(args, kwargs, leaves, treedef, self._guards.key(args, kwargs), self._module_key())
+    def _make_key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any,
+                  auto: Any = None) -> tuple[CacheKey, Any, Any]:
+        return self._keys.key(args, kwargs, leaves, treedef, self._guards.key(args, kwargs), self._module_key(),
+                              auto)
+
+    def _widen(self, keyed: tuple[CacheKey, Any, Any], args: tuple, kwargs: dict, leaves: list,
+               treedef: Any) -> tuple[tuple[CacheKey, Any, Any], list[str]]:
+        """A call with no plan for its key: (its key with the dims made dynamic so far, automatically
+        (auto_dynamic.py), and explain() lines for dims this call marks)."""
+        key = keyed[0]
+        marked = self._auto.mark_changed(key, [*self._cache.keys(), self._log.last_key]) or \
+            (self._auto.mark_all(key) if key.structure not in self._auto.by_structure else [])
+        auto = self._auto.dims_for(treedef)
+        if not auto:
+            return keyed, []
+        return self._make_key(args, kwargs, leaves, treedef, auto), \
+            describe_marked(marked, lambda leaf: arg_of_leaf(args, leaf))
 
     # ---- compiling ------------------------------------------------------------------
     def _compile_and_run(self, key: CacheKey, dims: dict | None, dynamic: dict, args: tuple, kwargs: dict,
@@ -249,6 +276,9 @@ class JITFunction:
         with self._lock:
             if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
                 key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
+            marked: list[str] = []
+            if self._auto.enabled and self._cache.get(key) is None:
+                (key, dims, dynamic), marked = self._widen((key, dims, dynamic), args, kwargs, leaves, treedef)
             old = self._cache.get(key)
             serving = _serving(old, dims, leaves) if old is not None else None
             if serving is not None:  # another thread compiled it meanwhile
@@ -261,6 +291,7 @@ class JITFunction:
             try:
                 self._log.note_miss(key, self._cache.keys(), self._cache.max_entries, self._guards.describe,
                                     lambda leaf: arg_of_leaf(args, leaf), reason)
+                self._log.lines.extend(marked)
                 self._report_notes()
                 debug.log_miss(self.__name__, self.stats.misses + 1, self.stats.miss_reasons[-1])
                 self.stats.traces += 1

@@ -64,7 +64,8 @@ class MissLog:
                     self._warn_once(f"dim{leaf}.{dim}", (
                         f"kiln.compile({self.name}) has recompiled {count + 1} times because dimension "
                         f"{dim} of argument {arg} keeps changing. Mark it dynamic to share one plan: "
-                        f"dynamic_dims={{{arg}: {{{dim}: 'n'}}}}"), 6)
+                        f"dynamic_dims={{{arg}: {{{dim}: 'n'}}}}, or leave kiln.compile's dynamic=None (the "
+                        "default), which makes a dim that changes size dynamic by itself"), 6)
             guarded = describe_guards(key.statics, reference.statics)
             if guarded:  # name the Python values that changed instead of printing the raw key
                 reasons = [r for r in reasons if r.kind != "statics"] + guarded

@@ -196,11 +196,12 @@ def _compare(op: str) -> Callable:
         a, b = _plain(self), _plain(other)
         result = fn(a, b)
         other_expr = _expr_of(other)
-        # Sizes that differ while tracing are taken to differ for every size (as PyTorch's
-        # size-oblivious checks do): shape checks compare B with other dims all the time, and a
-        # guard on each would retrace whenever B happened to equal one of them. Equal sizes,
-        # and every ordering, are guarded.
-        if not (equality and a != b) and str(self.expr) != str(other_expr):
+        # In kiln's own code, sizes that differ while tracing are taken to differ for every size
+        # (as PyTorch's size-oblivious checks do): shape checks compare B with other dims all the
+        # time, and a guard on each would retrace whenever B happened to equal one of them. Equal
+        # sizes, every ordering, and every comparison in the user's code (``if n == 4: raise``)
+        # are guarded.
+        if str(self.expr) != str(other_expr) and (not (equality and a != b) or not converted_by_kiln(2)):
             _record_guard(Expr(op, self.expr, other_expr), result)
         return result
 

@@ -163,3 +163,14 @@ def test_errors_leave_numpy_state_clean() -> None:
         x @ kiln.ones(2, 3)
     (x * 2).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 2.0))
+
+
+def test_a_sequence_of_tensors_is_not_an_arithmetic_operand():
+    """x - x.max(dim) is x minus the pair (values, indices): PyTorch raises TypeError; NumPy would stack
+    the pair into a (2, ...) array and broadcast a wrong answer of another shape."""
+    x = kiln.randn(3, 4)
+    with pytest.raises(TypeError, match="use .values"):
+        x - x.max(-1, keepdim=True)
+    with pytest.raises(TypeError, match="list of tensors"):
+        [x, x] * x
+    np.testing.assert_array_equal((x - [1.0, 2.0, 3.0, 4.0]).numpy(), x.numpy() - np.float32([1, 2, 3, 4]))

@@ -69,7 +69,7 @@ def test_kiln_debug_1_logs_trace_miss_and_passes(monkeypatch, jit_log):
     # the same reasons explain() and stats.miss_reasons give
     assert misses == [f"cache miss #{i + 1} of _scaled_sum: " + "; ".join(r)
                       for i, r in enumerate(f.stats.miss_reasons)]
-    assert "first call" in misses[0] and "shape (4, 3) -> (5, 3)" in misses[1]
+    assert "first call" in misses[0] and "shape (4, 3) -> (s0, 3)" in misses[1]  # the batch dim became dynamic
     assert any("forward ArithmeticElimination" in m and "add(x, 0) -> x" in m for m in passes)
     assert any(" backward " in m for m in passes)  # a training plan also times its backward passes
     assert all(m.endswith("ms") or "]" in m for m in passes)
@@ -183,7 +183,7 @@ def test_stderr_output_in_a_fresh_process():
     assert on.stdout.strip() == "done"
     lines = on.stderr.splitlines()
     assert "[kiln.jit] cache miss #1 of <lambda>: first call" in lines
-    assert "[kiln.jit] cache miss #2 of <lambda>: tensor leaf 0: shape (3,) -> (4,)" in lines
+    assert "[kiln.jit] cache miss #2 of <lambda>: tensor leaf 0: shape (3,) -> (s0,)" in lines
     assert sum(line.startswith("[kiln.jit] trace <lambda>: ") for line in lines) == 2
     assert any(line.startswith("[kiln.jit] pass <lambda> forward DeadNodeElim: ") for line in lines)
     off = _run(_PROGRAM, None)

@@ -82,12 +82,12 @@ def test_second_call_hits_and_results_follow_the_inputs():
 
 
 def test_max_cache_size_is_an_alias_of_max_cache_entries():
-    f = kiln.compile(lambda x: x * 2, max_cache_size=2)
+    f = kiln.compile(lambda x: x * 2, max_cache_size=2, dynamic=False)
     with kiln.no_grad(), pytest.warns(RuntimeWarning, match=r"dimension 0 of argument 0.*dynamic_dims"):
         for n in (1, 2, 3):
             f(kiln.randn(n))
     assert f.stats.cache_size == 2 and f.stats.evictions == 1
-    g = kiln.compile(lambda x: x * 2, max_cache_entries=2)
+    g = kiln.compile(lambda x: x * 2, max_cache_entries=2, dynamic=False)
     with kiln.no_grad(), pytest.warns(RuntimeWarning, match="recompiled"):
         for n in (1, 2, 3):
             g(kiln.randn(n))
@@ -333,7 +333,7 @@ def test_explain_does_not_claim_a_rewrite_that_did_not_fire():
 
 
 def test_explain_names_the_changed_key_field_on_each_miss():
-    f = kiln.compile(lambda x: x * 2)
+    f = kiln.compile(lambda x: x * 2, dynamic=False)
     with kiln.no_grad():
         f(kiln.randn(2))
         f(kiln.randn(3))

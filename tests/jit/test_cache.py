@@ -87,7 +87,7 @@ def test_grad_mode_and_training_mode_get_separate_plans():
 
 @pytest.mark.parametrize("eviction,expected", [("lru", [1, 3]), ("fifo", [2, 3])])
 def test_eviction_order(eviction, expected):
-    f = kiln.compile(lambda x: x + 1, max_cache_entries=2, eviction=eviction)
+    f = kiln.compile(lambda x: x + 1, max_cache_entries=2, eviction=eviction, dynamic=False)
     xs = {n: kiln.randn(n) for n in (1, 2, 3)}
     f(xs[1])
     f(xs[2])
@@ -153,7 +153,7 @@ def test_closure_tensor_mutated_in_place_is_read_fresh():
 
 
 def test_recompile_warning_names_the_changing_dimension():
-    f = kiln.compile(lambda x: x.sum(0), max_cache_entries=2)
+    f = kiln.compile(lambda x: x.sum(0), max_cache_entries=2, dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 6):
@@ -163,7 +163,7 @@ def test_recompile_warning_names_the_changing_dimension():
 
 
 def test_explain_names_the_changed_field():
-    f = kiln.compile(_fn)
+    f = kiln.compile(_fn, dynamic=False)
     f(kiln.randn(3), kiln.randn(3))
     f(kiln.randn(4), kiln.randn(4))
     text = f.explain()

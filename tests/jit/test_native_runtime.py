@@ -259,7 +259,7 @@ def test_a_new_shape_every_call_compiles_only_the_first_plans(monkeypatch):
     def f(x):
         return (x * 2.0).relu().sum(0)
 
-    compiled = kiln.compile(f, backend="cpu", max_cache_entries=64)
+    compiled = kiln.compile(f, backend="cpu", max_cache_entries=64, dynamic=False)
     monkeypatch.setattr(toolchain, "build", counting)
     with kiln.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # kiln's advice to use dynamic_dims

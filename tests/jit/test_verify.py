@@ -406,7 +406,7 @@ def test_explain_with_graphs_shows_each_pass_that_changed_the_graph():
 
 
 def test_explain_keeps_the_graphs_of_the_latest_compile_only():
-    fast = kiln.compile(_twice)
+    fast = kiln.compile(_twice, dynamic=False)
     with kiln.no_grad():
         fast(kiln.randn(3))
         (first,) = [log for _, log in fast._latest_logs]

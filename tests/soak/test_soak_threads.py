@@ -23,8 +23,8 @@ def _mlp(seed: int) -> nn.Module:
 def test_eight_threads_share_a_training_and_an_eval_module():
     train_model, eval_model = _mlp(1), _mlp(2)
     eval_model.eval()
-    train_c = kiln.compile(train_model, max_cache_entries=16)
-    eval_c = kiln.compile(eval_model, max_cache_entries=16)
+    train_c = kiln.compile(train_model, max_cache_entries=16, dynamic=False)  # a plan per batch size
+    eval_c = kiln.compile(eval_model, max_cache_entries=16, dynamic=False)
     inputs = {n: kiln.randn(n, 6) for n in BATCHES}
 
     # eager references: outputs of both models, and the training model's input gradient
@@ -82,7 +82,7 @@ def test_eight_threads_share_a_training_and_an_eval_module():
 @pytest.mark.filterwarnings("ignore:kiln.compile.*recompiled:RuntimeWarning")  # more shapes than entries
 def test_threads_with_different_shapes_on_one_compiled_function_and_kept_outputs():
     w = kiln.randn(4, 4)
-    f = kiln.compile(lambda x: (x @ w).tanh() + x.sum(), max_cache_entries=4)
+    f = kiln.compile(lambda x: (x @ w).tanh() + x.sum(), max_cache_entries=4, dynamic=False)
     shapes = [(1, 4), (2, 4), (3, 4), (4, 4), (2, 3, 4), (5, 4)]  # more shapes than cache entries
     inputs = {s: kiln.randn(*s) for s in shapes}
     with kiln.no_grad():

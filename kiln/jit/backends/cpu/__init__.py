@@ -27,6 +27,7 @@ from .codegen import FusedElementwise
 from .fusing import fuse, fuse_elementwise, fuse_rows
 from .rowcode import RowKernel
 from .runtime import NativePlan, plan_for
+from .symbolic_fusion import fuse_symbolic
 from .toolchain import CompilerUnavailable
 from ...symbolic import is_symbolic
 
@@ -71,7 +72,7 @@ def python_plan(graph: Graph) -> Plan:
     """The Python replay of `graph` with its large groups fused into C kernels, built now (the
     reference a native plan falls back to, and the plan for symbolic shapes)."""
     try:
-        fused = fuse(graph)
+        fused = fuse_symbolic(graph) if any(is_symbolic(tuple(v.shape)) for v in _values(graph)) else fuse(graph)
         for node in fused.nodes:
             if isinstance(node.prim, (FusedElementwise, RowKernel)):
                 node.prim.fn  # noqa: B018 - build now, so a broken compiler shows here

@@ -17,20 +17,22 @@ from .rowcode import RowKernel, Unpack
 from .rows import find_row_groups
 
 
-def fuse(graph: Graph, min_elements: int | None = None, min_nodes: int | None = None) -> Graph:
+def fuse(graph: Graph, min_elements: int | None = None, min_nodes: int | None = None,
+         row_seeds: set[int] | None = None) -> Graph:
     """A copy of `graph` with row groups replaced by RowKernel nodes, then elementwise groups by
-    FusedElementwise nodes (limits: see fusion.find_groups)."""
-    return fuse_elementwise(fuse_rows(graph, min_elements, min_nodes), min_elements, min_nodes)
+    FusedElementwise nodes (limits: see fusion.find_groups; `row_seeds`: see rows.find_row_groups)."""
+    return fuse_elementwise(fuse_rows(graph, min_elements, min_nodes, row_seeds), min_elements, min_nodes)
 
 
-def fuse_rows(graph: Graph, min_elements: int | None = None, min_nodes: int | None = None) -> Graph:
+def fuse_rows(graph: Graph, min_elements: int | None = None, min_nodes: int | None = None,
+              row_seeds: set[int] | None = None) -> Graph:
     """A copy of `graph` with each row group replaced by one RowKernel node.
 
     A group with several outputs yields a tuple that `unpack[k]` nodes take apart. Members
     the group keeps (rows.py) stay in the graph for their outside users. The nodes are then
     put back in a topological order close to the original one.
     """
-    groups = find_row_groups(graph, min_elements, rows.MIN_NODES if min_nodes is None else min_nodes)
+    groups = find_row_groups(graph, min_elements, rows.MIN_NODES if min_nodes is None else min_nodes, row_seeds)
     if not groups:
         return graph
     pos = {id(n): i for i, n in enumerate(graph.nodes)}

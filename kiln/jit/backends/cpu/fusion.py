@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from ...ir import Graph, Node, Value
+from ...symbolic import is_symbolic
 from .layouts import eager_layouts
 
 TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid"}  # fused in float32 only, within an ulp bound
@@ -42,6 +43,8 @@ def _fusible(node: Node) -> bool:
     if node.prim.name in TRANSCENDENTAL and node.out.dtype.name != "float32":
         return False
     if any(v.dtype.name not in DTYPES for v in node.inputs):
+        return False
+    if node.params and is_symbolic(node.params):  # a group falls back to its nodes' NumPy kernels
         return False
     return all(isinstance(d, int) and not hasattr(d, "expr") for d in node.out.shape)
 

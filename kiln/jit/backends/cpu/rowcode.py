@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 
 from ....ops.primitive import Primitive
+from ....ops.reduce import windowed
 from ..render import C
 from ..render.c_kernels import render_c
 from ..render.c_reducers import REDUCERS
 from .layouts import c_ordered
 from .lower import lower_rows
-from .rows import RowGroup, describe
+from .rows import RowGroup, Space, describe
 from .toolchain import build
 
 
@@ -59,7 +60,9 @@ class RowKernel(Primitive):
         self.in_shapes = [tuple(v.shape) for v in group.inputs]
         self.out_specs = [(tuple(v.shape), v.dtype.np) for v in group.outputs]
         self.strict = frozenset(group.strict_inputs())
-        self.full = frozenset(k for k, v in enumerate(group.inputs) if group.space.form(v.shape) == "full")
+        self.forms = [group.space.form(shape) for shape in self.in_shapes]
+        self.full = frozenset(k for k, form in enumerate(self.forms) if form == "full")
+        self.any_row_count = False  # (symbolic plans) rows may be more or fewer than traced: see resized()
         self.fallbacks = 0  # calls answered by evaluate() (a mixed-sign zero maximum, non-C-ordered input)
 
     @property
@@ -74,6 +77,12 @@ class RowKernel(Primitive):
         return self._fn
 
     def kernel(self, xp: Any, *arrays: Any) -> Any:
+        outer, in_shapes, out_specs = self.outer, self.in_shapes, self.out_specs
+        if self.any_row_count and any(a.shape != s and a.size != 1 for a, s in zip(arrays, in_shapes)):
+            resized = self.resized(arrays)
+            if resized is None:
+                return self.evaluate(xp, arrays)
+            outer, in_shapes, out_specs = resized
         ready = []
         for k, a in enumerate(arrays):
             if a.__class__ is not np.ndarray or not a.flags.c_contiguous:
@@ -83,16 +92,38 @@ class RowKernel(Primitive):
                         and not c_ordered(a):
                     return self.evaluate(xp, arrays)
                 a = np.ascontiguousarray(a)
-            if a.shape != self.in_shapes[k] and a.size != 1:
+            if a.shape != in_shapes[k] and a.size != 1:
                 return self.evaluate(xp, arrays)
             ready.append(a)
-        outs = [np.empty(shape, dtype) for shape, dtype in self.out_specs]
+        outs = [np.empty(shape, dtype) for shape, dtype in out_specs]
         scratch = np.empty(self.inner, np.float64)
-        flagged = self.fn(self.outer, self.inner, scratch.ctypes.data, *[o.ctypes.data for o in outs],
+        flagged = self.fn(outer, self.inner, scratch.ctypes.data, *[o.ctypes.data for o in outs],
                           *[a.ctypes.data for a in ready])
         if flagged:
             return self.evaluate(xp, arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def resized(self, arrays: tuple) -> tuple[int, list, list] | None:
+        """(row count, input shapes, output specs) of a call with another number of rows than traced,
+        or None when the call does not fit the compiled kernel: its reduced axes differ, an input
+        is read in another form, or a reduction would take NumPy's window path (reduce.windowed)."""
+        space = self.group.space
+        split = space.split
+        full = next((a.shape for k, a in enumerate(arrays) if k in self.full), None)
+        if full is None or len(full) != len(space.shape) or full[split:] != space.shape[split:]:
+            return None
+        actual = Space(full, split)
+        if any(a.size != 1 and actual.form(a.shape) != form for a, form in zip(arrays, self.forms)):
+            return None
+        for node in self.group.nodes:
+            sequential = self.group.sequential.get(id(node))
+            if sequential is not None and windowed(full, tuple(node.params["axes"])) != sequential:
+                return None
+        rows = {space.shape: full, space.shape[:split]: full[:split],
+                space.shape[:split] + (1,) * (len(full) - split): full[:split] + (1,) * (len(full) - split)}
+        if any(shape not in rows for shape, _ in self.out_specs):
+            return None
+        return actual.outer, [a.shape for a in arrays], [(rows[shape], dtype) for shape, dtype in self.out_specs]
 
     def evaluate(self, xp: Any, arrays: tuple) -> Any:
         """The group node by node through the primitives' NumPy kernels: what eager computes."""

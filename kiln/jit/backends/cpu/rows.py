@@ -47,6 +47,7 @@ from typing import Iterable
 import numpy as np
 
 from ...ir import Graph, Node, Value
+from ...symbolic import is_symbolic
 from ....ops.reduce import window_reduce
 from . import fusion
 from .layouts import IDENTITIES, eager_layouts
@@ -124,6 +125,8 @@ def _fuses_with(user: Node, v: Value) -> bool:
 
 def level(node: Node, space: Space) -> str | None:
     """"reduce", "full" or "row" when `node` can be a member of a group in `space`, else None."""
+    if is_symbolic(node.params):  # a group falls back to its nodes' NumPy kernels, which need plain params
+        return None
     if node.prim.name in REDUCTIONS:
         other = reduction_space(node)
         return "reduce" if other is not None and other.key() == space.key() else None
@@ -388,18 +391,20 @@ class _Grower:
         return out_ids, kept
 
 
-def find_row_groups(graph: Graph, min_elements: int | None = None, min_nodes: int = MIN_NODES) -> list[RowGroup]:
+def find_row_groups(graph: Graph, min_elements: int | None = None, min_nodes: int = MIN_NODES,
+                    seeds: set[int] | None = None) -> list[RowGroup]:
     """Row groups over `graph`, seeded at its eligible reductions from the last one back.
 
     `min_elements` defaults to fusion.MIN_ELEMENTS (read at call time); a native plan passes 1
-    for both limits (a lone reduction is then a row kernel too).
+    for both limits (a lone reduction is then a row kernel too). `seeds`, when given, holds the
+    ids of the only reduction nodes a group may start from.
     """
     limit = fusion.MIN_ELEMENTS if min_elements is None else min_elements
     assigned: set[int] = set()
     grower = _Grower(graph, assigned)
     groups = []
     for node in reversed(graph.nodes):
-        if id(node) in assigned:
+        if id(node) in assigned or seeds is not None and id(node) not in seeds:
             continue
         space = reduction_space(node)
         if space is None or math.prod(space.shape) < limit:
