@@ -10,6 +10,7 @@ allocator achieves. Set ``KILN_MALLOC_TUNING=0`` to leave malloc alone.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import platform
 
@@ -37,3 +38,22 @@ def tune_allocator() -> bool:
         return False
     tuned = bool(ok)
     return tuned
+
+
+def release_free_memory() -> bool:
+    """Hand the heap memory freed so far back to the OS (glibc's ``malloc_trim``); returns whether it ran.
+
+    With the thresholds above, glibc keeps freed blocks for reuse, which is what a training loop
+    wants. A compile at real sizes is different: its trace and differentiation free gigabytes at
+    once that the plan never reuses (its intermediates live in arenas), and they would stay
+    resident for the life of the process. The JIT calls this after such a compile. Only where the
+    thresholds are in effect (glibc); a garbage collection first frees arrays held by cycles.
+    """
+    if not tuned:
+        return False
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        return False
+    return True

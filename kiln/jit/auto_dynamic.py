@@ -11,6 +11,9 @@ This is what PyTorch calls automatic dynamic shapes.
   static key first, and only a miss tries the key with the dynamic dims.
 - Sizes 0 and 1 stay concrete in keys and traces (`trace.dynamic_key_dim`): a dim of 1
   broadcasts, so a plan traced at size 1 gets its own static key.
+- A trace that turns such a dim into a plain Python number (``float(x.shape[1])``) is
+  specialized to that size anyway: the dim becomes static again, for good, with no warning
+  (the warning about specializing is for dims the user named in ``dynamic_dims``).
 - ``dynamic=False`` turns this off (each new size is a new plan); ``dynamic=True`` makes every
   dim of every tensor argument dynamic from the first call. ``dynamic_dims`` still names dims
   explicitly; an explicitly named dim keeps its name.
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .cache import KEY_FIELDS, CacheKey
+from .trace import dynamic_key_dim
 
 LeafDims = dict[int, tuple[int, dict[int, str]]]  # leaf index -> (its rank, {dim: symbol name})
 
@@ -55,6 +59,7 @@ class AutoDynamicDims:
         self.by_structure: dict[Any, LeafDims] = {}
         self._reserved = set(reserved)  # names dynamic_dims uses: never reused for an automatic dim
         self._count = 0
+        self._static: set[tuple[Any, int, int]] = set()  # (structure, leaf, dim) made static again
 
     @property
     def enabled(self) -> bool:
@@ -89,6 +94,8 @@ class AutoDynamicDims:
         ranks = {leaf: len(shape) for leaf, shape, *_ in key.tensors}
         marked = []
         for leaf, dim, old, new in dims:
+            if (key.structure, leaf, dim) in self._static:
+                continue
             rank, names = recorded.setdefault(leaf, (ranks[leaf], {}))
             if rank != ranks[leaf] or dim in names:
                 continue
@@ -96,12 +103,60 @@ class AutoDynamicDims:
             marked.append(MarkedDim(leaf, dim, names[dim], old, new))
         return marked
 
+    def names(self) -> frozenset[str]:
+        """Every symbol given to an automatic dim so far."""
+        return frozenset(name for leaves in self.by_structure.values() for _, dims in leaves.values()
+                         for name in dims.values())
+
+    def unmark(self, names: set[str]) -> list[str]:
+        """Make the dims behind `names` static again, for good (a trace specialized them to one size);
+        returns explain() lines."""
+        lines = []
+        for structure, leaves in list(self.by_structure.items()):
+            for leaf, (_, dims) in list(leaves.items()):
+                for dim, name in list(dims.items()):
+                    if name in names:
+                        del dims[dim]
+                        self._static.add((structure, leaf, dim))
+                        lines.append(f"  static again: {name} (leaf {leaf}, dim {dim}) became a plain Python "
+                                     "number while tracing, so plans are compiled per size for it")
+                if not dims:
+                    del leaves[leaf]
+            if not leaves:
+                del self.by_structure[structure]
+        return lines
+
     def _new_name(self) -> str:
         while True:
             name = f"s{self._count}"
             self._count += 1
             if name not in self._reserved:
                 return name
+
+
+def widen(keyed: tuple[CacheKey, dict | None, dict], auto: LeafDims) -> tuple[CacheKey, dict | None, dict]:
+    """A call's (key, sizes by symbol, leaf -> {dim: symbol}) with the automatic dims of `auto` made
+    symbolic: each such dim of a tensor of the recorded rank, unless dynamic_dims already names it
+    or its size is 0 or 1 (`trace.dynamic_key_dim`). Unchanged when no dim applies."""
+    key, dims, dynamic = keyed
+    tensors = list(key.tensors)
+    sizes = dict(dims or {})
+    named = {leaf: dict(d) for leaf, d in dynamic.items()}
+    for k, (leaf, shape, *rest) in enumerate(tensors):
+        recorded = auto.get(leaf)
+        if recorded is None or recorded[0] != len(shape):
+            continue
+        shape = list(shape)
+        for dim, name in recorded[1].items():
+            size = shape[dim]
+            if isinstance(size, int) and dynamic_key_dim(size):
+                shape[dim] = name
+                sizes[name] = size
+                named.setdefault(leaf, {})[dim] = name
+        tensors[k] = (leaf, tuple(shape), *rest)
+    if len(sizes) == len(dims or {}):
+        return keyed
+    return key._replace(tensors=tuple(tensors)), sizes, named
 
 
 def _changed_dims(new: CacheKey, old: CacheKey) -> list[tuple[int, int, Any, Any]]:

@@ -15,6 +15,7 @@ import numpy as np
 from .. import autograd
 from ..tensor import DataEpoch, Tensor
 from .autodiff import differentiate
+from .rematerialize import recompute_residuals
 from .executor import InferenceEntry, OutputLayout, TrainingEntry
 from .output_alias import Source, find_aliases, source_of_spec
 from .passes import PassLog, inference_pipeline, logging_passes, run_pass, training_pipeline
@@ -52,7 +53,8 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
     training = autograd.is_grad_enabled() and any(v.id in graph.requires_grad for v in user_outputs) and \
         not (binding is not None and binding.backward_ran)
     if training:
-        diff = differentiate(graph, traced.tracer.real, traced.tracer.symbolic)
+        diff = recompute_residuals(differentiate(graph, traced.tracer.real, traced.tracer.symbolic),
+                                   traced.tracer.real)
         backward_log = PassLog()
         with logging_passes(log):
             forward = run_pass(training_pipeline(passes), diff.forward)

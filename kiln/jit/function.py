@@ -17,13 +17,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..allocator import release_free_memory
 from ..device import Device
 from ..dtypes import DType
 from ..ops.primitive import trace_state
 from ..tensor import DataEpoch, Tensor
 from . import debug
 from ..device import cuda_is_available, to_gpu
-from .auto_dynamic import AutoDynamicDims, describe_marked
+from .auto_dynamic import AutoDynamicDims, describe_marked, widen
 from .backends import get_backend
 from .build import build_entry
 from .cache import CacheKey, CompilationStats, PlanCache
@@ -133,6 +134,24 @@ def _same_value(data: Any, value: np.ndarray) -> bool:
         np.ascontiguousarray(data).tobytes() == value.tobytes()
 
 
+RELEASE_AFTER_BYTES = 256 << 20
+"""A compile whose trace held this many bytes of arrays hands the freed memory back to the OS
+afterwards (allocator.release_free_memory): a real-size model, whose trace and differentiation
+free gigabytes that the plan never reuses."""
+
+
+def _traced_bytes(traced: Trace) -> int:
+    """Bytes of the arrays a trace saw (each tensor's own array once)."""
+    seen: set[int] = set()
+    total = 0
+    for t in traced.tracer.real.values():
+        data = t._data
+        if data is not None and id(data) not in seen:
+            seen.add(id(data))
+            total += getattr(data, "nbytes", 0)
+    return total
+
+
 def _module_of(fn: Any) -> Any:
     """The nn.Module a bound method belongs to (its state keys the plans), else None."""
     from ..nn.module import Module  # noqa: PLC0415 - kiln.nn imports kiln.jit
@@ -192,6 +211,7 @@ class JITFunction:
         self._guards = Guards(fn, covered=self._owner)  # closure, global, attribute and default reads
         self._positional_treedefs: dict[int, Any] = {}
         self._outgrown: dict[CacheKey, Any] = {}  # key -> why its trace was not compiled (a MissReason)
+        self._release_memory = False  # set by a compile whose trace held RELEASE_AFTER_BYTES or more
 
     # ---- the call path --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -209,12 +229,16 @@ class JITFunction:
         elif self._auto.by_structure:  # no plan for these exact sizes: the one with the dynamic dims
             auto = self._auto.dims_for(treedef)
             if auto:
-                key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef, auto)
+                key, dims, dynamic = widen((key, dims, dynamic), auto)
                 entry = self._cache.get(key)
                 serving = _serving(entry, dims, leaves) if entry is not None else None
                 if serving is not None:
                     return self._run_cached(serving, args, kwargs, leaves, dims)
-        return self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
+        result = self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
+        if self._release_memory:  # the trace's arrays are garbage now: give their memory back
+            self._release_memory = False
+            release_free_memory()
+        return result
 
     def _run_cached(self, entry: Any, args: tuple, kwargs: dict, leaves: list, dims: dict | None) -> Any:
         if entry.kind == "fallback":
@@ -252,12 +276,10 @@ class JITFunction:
         """The module state part of the key: () for a plain function."""
         return self._module_state.key([self._owner]) if self._owner is not None else ()
 
-    def _make_key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any,
-                  auto: Any = None) -> tuple[CacheKey, Any, Any]:
-        return self._keys.key(args, kwargs, leaves, treedef, self._guards.key(args, kwargs), self._module_key(),
-                              auto)
+    def _make_key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any) -> tuple[CacheKey, Any, Any]:
+        return self._keys.key(args, kwargs, leaves, treedef, self._guards.key(args, kwargs), self._module_key())
 
-    def _widen(self, keyed: tuple[CacheKey, Any, Any], args: tuple, kwargs: dict, leaves: list,
+    def _widen(self, keyed: tuple[CacheKey, Any, Any], args: tuple,
                treedef: Any) -> tuple[tuple[CacheKey, Any, Any], list[str]]:
         """A call with no plan for its key: (its key with the dims made dynamic so far, automatically
         (auto_dynamic.py), and explain() lines for dims this call marks)."""
@@ -267,8 +289,7 @@ class JITFunction:
         auto = self._auto.dims_for(treedef)
         if not auto:
             return keyed, []
-        return self._make_key(args, kwargs, leaves, treedef, auto), \
-            describe_marked(marked, lambda leaf: arg_of_leaf(args, leaf))
+        return widen(keyed, auto), describe_marked(marked, lambda leaf: arg_of_leaf(args, leaf))
 
     # ---- compiling ------------------------------------------------------------------
     def _compile_and_run(self, key: CacheKey, dims: dict | None, dynamic: dict, args: tuple, kwargs: dict,
@@ -278,7 +299,7 @@ class JITFunction:
                 key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
             marked: list[str] = []
             if self._auto.enabled and self._cache.get(key) is None:
-                (key, dims, dynamic), marked = self._widen((key, dims, dynamic), args, kwargs, leaves, treedef)
+                (key, dims, dynamic), marked = self._widen((key, dims, dynamic), args, treedef)
             old = self._cache.get(key)
             serving = _serving(old, dims, leaves) if old is not None else None
             if serving is not None:  # another thread compiled it meanwhile
@@ -296,9 +317,12 @@ class JITFunction:
                 debug.log_miss(self.__name__, self.stats.misses + 1, self.stats.miss_reasons[-1])
                 self.stats.traces += 1
                 traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph,
-                               dynamic=dynamic, module=self._owner, optimizers=self._guards.optimizers)
+                               dynamic=dynamic, module=self._owner, optimizers=self._guards.optimizers,
+                               automatic=self._auto.names())
+                self._log.lines.extend(self._auto.unmark(traced.tracer.specialized_automatic))
                 outgrown = self._outgrown_by_its_call(traced)
                 entry = self._entry_for(key, traced) if outgrown is None else None
+                self._release_memory = _traced_bytes(traced) >= RELEASE_AFTER_BYTES
             except BaseException:  # an error or a KeyboardInterrupt: no entry, and no miss recorded
                 self._log.roll_back(mark)
                 self._pass_logs.pop(key, None)

@@ -14,7 +14,6 @@ import numpy as np
 
 from .. import autograd
 from ..tensor import Tensor
-from .auto_dynamic import LeafDims
 from .cache import CacheKey
 from .dynamic_dims import check_tensor_dims
 from .guards import ByIdentity
@@ -67,17 +66,13 @@ class KeyBuilder:
         self._names: list[str] | None = None
 
     def key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any, guards: tuple | None,
-            module: tuple, auto: LeafDims | None = None) -> tuple[CacheKey, dict | None, DynamicDims]:
+            module: tuple) -> tuple[CacheKey, dict | None, DynamicDims]:
         """(the call's key, the sizes of its dynamic dims by name (None without dynamic dims), and
         leaf index -> {dim: name} for the tensors with dynamic dims, negative dims made positive).
-
-        `auto` adds the dims made dynamic automatically (auto_dynamic.py) to those dynamic_dims names.
-        """
-        if not self.dynamic_dims and not auto:
+        The dims made dynamic automatically are added by auto_dynamic.widen."""
+        if not self.dynamic_dims:
             return self._static_key(leaves, treedef, guards, module), None, {}
-        dyn_leaves = self.dynamic_leaves(args, kwargs) if self.dynamic_dims else {}
-        if auto:
-            dyn_leaves = _with_automatic(dyn_leaves, auto, leaves)
+        dyn_leaves = self.dynamic_leaves(args, kwargs)
         statics = []
         tensors = []
         aliasing = []
@@ -166,20 +161,6 @@ class KeyBuilder:
         if self._names is None:
             self._names = _positional_names(self._fn)
         return self._names
-
-
-def _with_automatic(named: DynamicDims, auto: LeafDims, leaves: list) -> DynamicDims:
-    """The dims dynamic_dims names, plus the automatic ones of leaves that are tensors of the recorded
-    rank (a dim dynamic_dims names keeps its name)."""
-    out = dict(named)
-    for leaf, (rank, dims) in auto.items():
-        x = leaves[leaf] if leaf < len(leaves) else None
-        if not isinstance(x, Tensor) or x._data.ndim != rank:
-            continue
-        explicit = named.get(leaf, {})
-        taken = {d % rank for d in explicit if isinstance(d, int) and not isinstance(d, bool) and -rank <= d < rank}
-        out[leaf] = {**{d: name for d, name in dims.items() if d not in taken}, **explicit}
-    return out
 
 
 def _positional_names(fn: Callable) -> list[str]:

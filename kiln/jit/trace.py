@@ -77,6 +77,8 @@ class Tracer:
         self.concretized: list = []  # (outside tensor, version, value) turned into Python values
         self._capture: StepCapture | None = None  # .grad, optimizer state and hyperparameters (whole steps)
         self.step_binding: StepBinding | None = None  # what `finish_step` made of them
+        self.automatic: frozenset[str] = frozenset()  # symbols of dims made dynamic automatically
+        self.specialized_automatic: set[str] = set()  # those of them this trace turned into plain numbers
 
     # ---- activation ---------------------------------------------------------------
     def __enter__(self) -> "Tracer":
@@ -226,6 +228,10 @@ class Tracer:
         """
         value = concrete(sym)
         self.shape_guards.append((Expr("==", sym.expr, value), True))
+        names = set(symbols(sym))
+        if names and names <= self.automatic:  # dims made dynamic by kiln, not by the user: no warning,
+            self.specialized_automatic |= names  # the caller makes them static again (auto_dynamic.py)
+            return
         filename, lineno, via = site
         expr = str(sym.expr)
         key = (filename, lineno, expr)
@@ -405,14 +411,16 @@ class Trace:
 
 def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool = False,
           dynamic: dict[int, dict[int, str]] | None = None, module: Any = None,
-          no_grad: bool = False, optimizers: tuple = ()) -> Trace:
+          no_grad: bool = False, optimizers: tuple = (), automatic: frozenset[str] = frozenset()) -> Trace:
     """Run ``fn(*args, **kwargs)`` once while a fresh `Tracer` records it.
 
     Each distinct tensor leaf of the arguments becomes an "arg" input (its spec's ref is
     the leaf index); `dynamic` maps a leaf index to the dims that are symbolic
     ({dim: name}); a `module`'s parameters and buffers are inputs too; the tensor leaves of the result become the graph's outputs. With
     `no_grad`, the function runs without recording gradients (inference tracing). The
-    `optimizers` the function reaches are registered before it runs (see step_capture.py).
+    `optimizers` the function reaches are registered before it runs (see step_capture.py). The
+    `automatic` symbols are dims kiln made dynamic by itself: specializing one does not warn, it is
+    noted in ``tracer.specialized_automatic``.
     """
     from .. import autograd  # noqa: PLC0415 - kiln.autograd imports the tensor module first
     from .pytree import flatten  # noqa: PLC0415
@@ -420,6 +428,7 @@ def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool =
     kwargs = kwargs or {}
     dynamic = dynamic or {}
     tracer = Tracer(fullgraph)
+    tracer.automatic = automatic
     leaf_of_tensor: dict[int, int] = {}
     in_leaves = flatten((args, kwargs))[0]
     for i, x in enumerate(in_leaves):

@@ -5,6 +5,8 @@ updates); the counts are the compiled function's traces and cache hits.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -201,3 +203,19 @@ def test_a_size_compared_in_user_code_is_guarded_even_when_it_differed_while_tra
         with pytest.raises(IndexError, match="four"):
             compiled(kiln.ones(4))
         assert compiled(kiln.ones(5)).tolist() == [2.0] * 5
+
+
+def test_an_automatic_dim_turned_into_a_python_number_becomes_static_again_without_a_warning():
+    def fn(x):
+        return (x * kiln.arange(float(x.shape[-1]))).sum(0)
+
+    compiled = kiln.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the specialization warning is for dims dynamic_dims names
+        for n in (3, 4, 5, 6, 5, 4):
+            x = kiln.randn(2, n)
+            assert_bitwise(compiled(x).numpy(), fn(x).numpy(), f"n {n}")
+    # 3; symbolic, but pinned to 4; then 5, 6 and 4 each static (the symbolic plan's key is not looked up again)
+    assert compiled.stats.traces == 5
+    assert "static again: s0" in compiled.explain()
+    assert not compiled._auto.by_structure

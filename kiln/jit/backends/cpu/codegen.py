@@ -26,6 +26,7 @@ from .lower import lower_elementwise
 from .toolchain import build
 
 C_TYPES = C.types  # dtype name -> C type
+MAX_REMEMBERED_SHAPES = 64  # input shapes a fused kernel remembers as fitting its index forms
 PRELUDE = C.prelude
 
 
@@ -69,6 +70,9 @@ class FusedElementwise(Primitive):
         self.source = render(group, self.forms)
         self._fn = None
         self.out_dtype = group.root.out.dtype.np
+        self._fitting: dict[tuple, tuple] = {}  # input shapes -> (out shape, outer, inner): the forms fit
+        self._full_inputs = [k for k, form in enumerate(self.forms)  # read in C order: they must be C-ordered
+                             if form == "full" and k not in group.broadcast_inputs]
 
     @property
     def fn(self) -> Any:
@@ -82,22 +86,33 @@ class FusedElementwise(Primitive):
         return self._fn
 
     def kernel(self, xp: Any, *arrays: Any) -> Any:
-        shapes = [a.shape for a in arrays]
-        out_shape = np.broadcast_shapes(*shapes) if shapes else ()
-        forms = [index_form(s, out_shape, self.split) or strided_form(s, out_shape, self.split) for s in shapes]
-        if forms != self.forms:  # this call's shapes broadcast differently (dynamic dims)
-            return self.evaluate(xp, arrays)
-        if any(f == "full" and k not in self.group.broadcast_inputs and not c_ordered(a)
-               for k, (f, a) in enumerate(zip(forms, arrays))):
+        shapes = tuple(a.shape for a in arrays)
+        fitting = self._fitting.get(shapes)
+        if fitting is None:
+            fitting = self._fit(shapes)
+            if fitting is None:  # this call's shapes broadcast differently (dynamic dims)
+                return self.evaluate(xp, arrays)
+        out_shape, outer, inner = fitting
+        if any(not c_ordered(arrays[k]) for k in self._full_inputs):
             return self.evaluate(xp, arrays)  # eager lays the result out in another order (layouts.py)
         # contiguous arrays (numpy scalars from full reductions become 1-element arrays)
         arrays = [a if a.__class__ is np.ndarray and a.flags.c_contiguous else np.ascontiguousarray(a)
                   for a in arrays]
         out = np.empty(out_shape, dtype=self.out_dtype)
-        outer = math.prod(out_shape[: self.split])
-        inner = math.prod(out_shape[self.split:])
         self.fn(outer, inner, out.ctypes.data, *[a.ctypes.data for a in arrays])
         return out
+
+    def _fit(self, shapes: tuple) -> tuple | None:
+        """(out shape, outer, inner) for inputs of these shapes where they are read in the compiled index
+        forms, else None; remembered for the next calls (a plan with dynamic dims sees a few sizes)."""
+        out_shape = np.broadcast_shapes(*shapes) if shapes else ()
+        forms = [index_form(s, out_shape, self.split) or strided_form(s, out_shape, self.split) for s in shapes]
+        if forms != self.forms:
+            return None
+        fitting = (out_shape, math.prod(out_shape[: self.split]), math.prod(out_shape[self.split:]))
+        if len(self._fitting) < MAX_REMEMBERED_SHAPES:
+            self._fitting[shapes] = fitting
+        return fitting
 
     def evaluate(self, xp: Any, arrays: tuple) -> Any:
         """The group node by node through the primitives' NumPy kernels (the reference)."""

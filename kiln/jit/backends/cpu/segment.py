@@ -369,6 +369,17 @@ def _tail(a: Analysis) -> set[int]:
     return {id(n) for n in a.graph.nodes if id(n) in tail and a.kinds[id(n)] == "native"}
 
 
+LATE_BYTES = 1 << 20
+"""A node that reads only graph inputs and makes at least this many bytes runs no earlier than the
+node before it in the graph: hoisted into an early segment, its result would stay live (in the
+arena) from there to its use. A backward graph's recomputed convolution columns (rematerialize.py)
+are such nodes."""
+
+
+def _large(n: Node) -> bool:
+    return not is_symbolic(tuple(n.out.shape)) and math.prod(n.out.shape) * n.out.dtype.np.itemsize >= LATE_BYTES
+
+
 def _schedule(a: Analysis, tail: set[int] | frozenset = frozenset()) -> list[Node]:
     """A topological order with few switches between native and Python nodes, the `tail` nodes last
     (see the module docstring)."""
@@ -377,8 +388,10 @@ def _schedule(a: Analysis, tail: set[int] | frozenset = frozenset()) -> list[Nod
     made_by = {n.out.id: n for n in nodes}
     waits: dict[int, int] = {}
     feeds: dict[int, list[Node]] = {}
-    for n in nodes:
+    for k, n in enumerate(nodes):
         deps = {id(made_by[v.id]) for v in n.inputs if v.id in made_by}
+        if not deps and k and _large(n):  # made from inputs alone: not before its place (see LATE_BYTES)
+            deps = {id(nodes[k - 1])}
         waits[id(n)] = len(deps)
         for d in deps:
             feeds.setdefault(d, []).append(n)
