@@ -122,8 +122,11 @@ def _generate(lib: ModuleType, forward: Callable, prompt: Any, tokens: int) -> t
     return idx, time.perf_counter() - start
 
 
-def generation_case(kiln: ModuleType, torch: ModuleType | None, args: argparse.Namespace) -> dict:
-    """Per-token milliseconds of each column, and whether every column generated the same tokens."""
+def _token_columns(kiln: ModuleType, torch: ModuleType | None, args: argparse.Namespace,
+                   make: Callable[[ModuleType, Any, dict], Callable], run: Callable) -> dict:
+    """Per-token milliseconds of kiln eager, kiln.compile's first pass (empty kernel caches) and later
+    passes, and torch eager on the same weights, for the function ``make(lib, model, sizes)`` driven by
+    ``run(lib, function, prompt, tokens, sizes) -> (tokens, seconds)``; and whether all tokens agree."""
     sizes = SMALL_GPT if args.small else GPT_SIZES
     tokens = 8 if args.small else TOKENS
     kiln.manual_seed(0)
@@ -131,27 +134,33 @@ def generation_case(kiln: ModuleType, torch: ModuleType | None, args: argparse.N
     prompt_np = np.random.default_rng(0).integers(0, sizes["vocab"], (1, PROMPT if not args.small else 4))
     prompt = kiln.tensor(prompt_np)
     passes = max(1, args.passes)
-    result: dict = {"tokens": tokens, "model": sizes}
-    eager = [_generate(kiln, model, prompt, tokens) for _ in range(passes)]
-    result["kiln eager"] = statistics.median(t for _, t in eager) / tokens * 1e3
+    function = make(kiln, model, sizes)
+    eager = [run(kiln, function, prompt, tokens, sizes) for _ in range(passes)]
+    result: dict = {"tokens": tokens, "model": sizes,
+                    "kiln eager": statistics.median(t for _, t in eager) / tokens * 1e3}
     with fresh_kernel_caches(keep=args.warm_caches), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        compiled = kiln.compile(model)
-        first_ids, first = _generate(kiln, compiled, prompt, tokens)
-        later = [_generate(kiln, compiled, prompt, tokens) for _ in range(passes)]
+        compiled = kiln.compile(function)
+        first_ids, first = run(kiln, compiled, prompt, tokens, sizes)
+        later = [run(kiln, compiled, prompt, tokens, sizes) for _ in range(passes)]
     result["kiln.compile first pass"] = first / tokens * 1e3
     result["kiln.compile later passes"] = statistics.median(t for _, t in later) / tokens * 1e3
     result["traces"] = compiled.stats.traces
-    same = [np.array_equal(first_ids.numpy(), eager[0][0].numpy()),
-            np.array_equal(later[-1][0].numpy(), eager[0][0].numpy())]
+    same = [np.array_equal(ids.numpy(), eager[0][0].numpy()) for ids in (first_ids, later[-1][0])]
     if torch is not None:
         twin = gpt(torch, **sizes).eval()
         twin.load_state_dict({k: torch.from_numpy(v.detach().numpy().copy()) for k, v in model.state_dict().items()})
-        runs = [_generate(torch, twin, torch.from_numpy(prompt_np), tokens) for _ in range(passes)]
+        runs = [run(torch, make(torch, twin, sizes), torch.from_numpy(prompt_np), tokens, sizes) for _ in range(passes)]
         result["torch eager"] = statistics.median(t for _, t in runs) / tokens * 1e3
         same.append(np.array_equal(runs[0][0].numpy(), eager[0][0].numpy()))
     result["same tokens"] = all(same)
     return result
+
+
+def generation_case(kiln: ModuleType, torch: ModuleType | None, args: argparse.Namespace) -> dict:
+    """Greedy generation through the model itself (kiln.compile(model)): see `_token_columns`."""
+    return _token_columns(kiln, torch, args, lambda lib, model, sizes: model,
+                          lambda lib, fn, prompt, tokens, sizes: _generate(lib, fn, prompt, tokens))
 
 
 # ---- KV-cache decoding --------------------------------------------------------------------
@@ -200,35 +209,9 @@ def _decode(lib: ModuleType, step: Callable, prompt: Any, tokens: int, sizes: di
 
 
 def decode_case(kiln: ModuleType, torch: ModuleType | None, args: argparse.Namespace) -> dict:
-    """Per-token milliseconds of cached decoding in each column, and whether their tokens agree."""
-    sizes = SMALL_GPT if args.small else GPT_SIZES
-    tokens = 8 if args.small else TOKENS
-    kiln.manual_seed(0)
-    model = gpt(kiln, **sizes).eval()
-    prompt_np = np.random.default_rng(0).integers(0, sizes["vocab"], (1, PROMPT if not args.small else 4))
-    prompt = kiln.tensor(prompt_np)
-    passes = max(1, args.passes)
-    eager_step = decode_step(kiln, model, sizes["heads"])
-    eager = [_decode(kiln, eager_step, prompt, tokens, sizes) for _ in range(passes)]
-    result: dict = {"tokens": tokens, "kiln eager": statistics.median(t for _, t in eager) / tokens * 1e3}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        compiled = kiln.compile(eager_step)
-        first_ids, first = _decode(kiln, compiled, prompt, tokens, sizes)
-        later = [_decode(kiln, compiled, prompt, tokens, sizes) for _ in range(passes)]
-    result["kiln.compile first pass"] = first / tokens * 1e3
-    result["kiln.compile later passes"] = statistics.median(t for _, t in later) / tokens * 1e3
-    result["traces"] = compiled.stats.traces
-    same = [np.array_equal(first_ids.numpy(), eager[0][0].numpy())]
-    if torch is not None:
-        twin = gpt(torch, **sizes).eval()
-        twin.load_state_dict({k: torch.from_numpy(v.detach().numpy().copy()) for k, v in model.state_dict().items()})
-        runs = [_decode(torch, decode_step(torch, twin, sizes["heads"]), torch.from_numpy(prompt_np), tokens, sizes)
-                for _ in range(passes)]
-        result["torch eager"] = statistics.median(t for _, t in runs) / tokens * 1e3
-        same.append(np.array_equal(runs[0][0].numpy(), eager[0][0].numpy()))
-    result["same tokens"] = all(same)
-    return result
+    """Cached decoding through `decode_step` (kiln.compile(decode_step)): see `_token_columns`."""
+    return _token_columns(kiln, torch, args, lambda lib, model, sizes: decode_step(lib, model, sizes["heads"]),
+                          _decode)
 
 
 # ---- command line -----------------------------------------------------------------------
