@@ -66,9 +66,8 @@ def recompute_residuals(diff: Differentiated, forward_real: dict) -> Differentia
     if not plans:
         return diff
     backward = backward.copy()
-    by_index = {spec.ref: (k, v) for k, (v, spec) in enumerate(zip(backward.inputs, backward.specs))
-                if spec.kind == "residual"}
-    input_of = {r.id: by_index[j][1] for j, r in enumerate(residuals)}  # forward residual -> backward input
+    by_index = {spec.ref: v for v, spec in zip(backward.inputs, backward.specs) if spec.kind == "residual"}
+    input_of = {r.id: by_index[j] for j, r in enumerate(residuals)}  # forward residual -> backward input
     kept = [r for r in residuals if r.id not in plans]
     kept_ids = {r.id for r in kept}
     real = dict(diff.backward_real)
