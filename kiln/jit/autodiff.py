@@ -9,13 +9,15 @@ share one definition of every gradient.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import autograd
 from ..gradient_sum import GradientSum
 from ..tensor import Tensor
 from .ir import Graph, InputSpec, Value
-from .trace import Tracer
+from .trace import Tracer, element_strides
 
 
 class _NodeShim:
@@ -29,7 +31,14 @@ class _NodeShim:
 
 
 class BackwardTracer(Tracer):
-    """A tracer whose unknown tensors are looked up among the forward values (residuals)."""
+    """A tracer whose unknown tensors are looked up among the forward values (residuals).
+
+    It holds the tensors the VJPs make weakly: a gradient is freed once the VJPs are done with it,
+    as in eager backward, instead of every one staying alive until the backward graph is built (at
+    real sizes, gigabytes). A tensor's entry leaves `env` when it dies, so a new tensor that gets
+    its id is not mistaken for it; what the built graph needs of them, their layouts, is kept in
+    `strides`.
+    """
 
     def __init__(self, symbolic: bool):
         super().__init__(fullgraph=True)
@@ -37,6 +46,28 @@ class BackwardTracer(Tracer):
         self.scope: dict[int, Value] = {}  # id(real tensor) -> forward value, for the current node
         self.residuals: dict[int, Value] = {}  # forward value id -> backward input value
         self.residual_order: list[Value] = []  # forward values, in backward-input order
+        self.strides: dict[int, tuple[int, ...]] = {}  # value id -> element strides, where not C-contiguous
+        self._refs: dict[int, weakref.ref] = {}  # value id -> a weak reference that forgets the tensor's id
+
+    def _bind(self, tensor: Tensor, value: Value) -> None:
+        key, env = id(tensor), self.env
+        env[key] = value
+
+        def forget(_: Any, key: int = key, value: Value = value, stale: set = self.stale) -> None:
+            if env.get(key) is value:
+                del env[key]
+                stale.discard(key)
+
+        self._refs[value.id] = weakref.ref(tensor, forget)
+        found = element_strides(tensor._data, value.shape)
+        if found is not None:
+            self.strides[value.id] = found
+
+    def _note_view(self, view: Tensor) -> None:
+        self.views.setdefault(id(view._base), []).append(weakref.ref(view))  # (a view holds its base)
+
+    def _views_of(self, owner: Tensor) -> list[Tensor]:
+        return [v for v in (ref() for ref in self.views.get(id(owner), ())) if v is not None]
 
     def value_of(self, t: Tensor) -> Value:
         v = self.env.get(id(t))
@@ -73,7 +104,8 @@ class Differentiated:
     cotangent_outputs: list[int]  # which user outputs take a cotangent (backward input order)
     grad_inputs: list[int]  # forward input indices whose grads the backward graph outputs
     shape_guards: list = field(default_factory=list)  # comparisons on symbolic sizes made by the VJPs
-    backward_real: dict = field(default_factory=dict)  # backward value id -> the tensor its VJP made
+    backward_real: dict = field(default_factory=dict)  # backward residual input id -> the forward's tensor
+    backward_strides: dict = field(default_factory=dict)  # backward value id -> strides, if not C-contiguous
 
 
 def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Differentiated:
@@ -116,8 +148,6 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
     forward = graph.copy()
     n_outputs = len(forward.outputs)
     forward.outputs = forward.outputs + list(bt.residual_order)
-    backward_real = dict(bt.real)
-    for fwd in bt.residual_order:  # a residual input is the forward's tensor
-        backward_real[bt.residuals[fwd.id].id] = real[fwd.id]
+    backward_real = {bt.residuals[fwd.id].id: real[fwd.id] for fwd in bt.residual_order}  # the forward's tensors
     return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs, bt.shape_guards,
-                          backward_real)
+                          backward_real, bt.strides)

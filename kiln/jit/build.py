@@ -21,7 +21,7 @@ from .output_alias import Source, find_aliases, source_of_spec
 from .passes import PassLog, inference_pipeline, logging_passes, run_pass, training_pipeline
 from .symbolic import unique_guards
 from .step_binding import grad_owner
-from .trace import Trace
+from .trace import Trace, element_strides
 
 
 @dataclass
@@ -62,7 +62,7 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
             backward = run_pass(training_pipeline(passes), diff.backward)
         requires = [v.id in graph.requires_grad for v in graph.outputs]
         forward.observed_strides = observed_strides(forward, traced.tracer.real)
-        backward.observed_strides = observed_strides(backward, diff.backward_real)
+        backward.observed_strides = {**diff.backward_strides, **observed_strides(backward, diff.backward_real)}
         on_cpu = backend == "cpu" and all(getattr(v.device, "type", "cpu") == "cpu" for v in forward.inputs)
         try:
             forward_plan, backward_plan = _lower_both(lower, forward, backward, concurrently=on_cpu)
@@ -101,11 +101,9 @@ def observed_strides(graph: Any, real: dict) -> dict[int, tuple[int, ...]]:
     strides = {}
     residuals = [v for v, spec in zip(graph.inputs, graph.specs) if spec.kind == "residual"]
     for value in residuals + [node.out for node in graph.nodes]:
-        tensor = real.get(value.id)
-        data = getattr(tensor, "_data", None)
-        if (isinstance(data, np.ndarray) and not data.flags.c_contiguous and data.shape == tuple(value.shape)
-                and not any(s % data.itemsize for s in data.strides)):
-            strides[value.id] = tuple(s // data.itemsize for s in data.strides)
+        found = element_strides(getattr(real.get(value.id), "_data", None), value.shape)
+        if found is not None:
+            strides[value.id] = found
     return strides
 
 

@@ -15,6 +15,7 @@ import sys
 import warnings
 from typing import Any
 
+import numpy as np
 
 from ..ops.primitive import REGISTRY, AbstractValue, Primitive, trace_state
 from ..tensor import Tensor
@@ -154,7 +155,14 @@ class Tracer:
             self.graph.requires_grad.add(value.id)
         self._bind(out, value)
         if out._base is not None:
-            self.views.setdefault(id(out._base), []).append(out)
+            self._note_view(out)
+
+    def _note_view(self, view: Tensor) -> None:
+        """Remember a traced view of another tensor's memory (an in-place write makes it stale)."""
+        self.views.setdefault(id(view._base), []).append(view)
+
+    def _views_of(self, owner: Tensor) -> list[Tensor]:
+        return self.views.get(id(owner), [])
 
     def _out_shape(self, prim: Primitive, vals: list[Value], params: dict, out: Tensor) -> tuple:
         traced = tuple(out._data.shape)
@@ -294,7 +302,7 @@ class Tracer:
         self.graph.nodes.append(Node(REGISTRY["stop_gradient"], [v], {}, out))
         self._bind(dst, out)
         if dst._base is not None:
-            self.views.setdefault(id(dst._base), []).append(dst)
+            self._note_view(dst)
 
     def on_alias(self, src: Tensor, dst: Tensor) -> None:
         """dst holds the same value as src (e.g. the saved copy in an in-place op)."""
@@ -334,7 +342,7 @@ class Tracer:
 
     def _mark_aliases_stale(self, target: Tensor, owner: Tensor) -> None:
         """After writing `target` in place, the other traced tensors sharing its memory hold stale values."""
-        views = self.views.get(id(owner), ())
+        views = self._views_of(owner)
         if not views and owner is target:
             return
         xp = target._device.xp
@@ -377,6 +385,16 @@ class Tracer:
     # ---- outputs ------------------------------------------------------------------
     def set_outputs(self, tensors: list[Tensor]) -> None:
         self.graph.outputs = [self.value_of(t) for t in tensors]
+
+
+def element_strides(data: Any, shape: tuple) -> tuple[int, ...] | None:
+    """The element strides of an array of `shape` that is not C-contiguous (the layout a replay will
+    most likely give that value too), else None. Symbolic sizes are compared by their traced values:
+    this is kiln's bookkeeping, which must not guard a plan (it runs inside traces)."""
+    if (isinstance(data, np.ndarray) and not data.flags.c_contiguous
+            and data.shape == tuple(concrete(d) for d in shape) and not any(s % data.itemsize for s in data.strides)):
+        return tuple(s // data.itemsize for s in data.strides)
+    return None
 
 
 def symbolic_shape(shape: tuple, dims: dict[int, str]) -> tuple:

@@ -450,3 +450,29 @@ def test_symbolic_dims_reach_the_backward_graph():
         ex, ew = kiln.autograd.grad(list(fn(xt, wt)), [xt, wt], [kiln.tensor(cot[0]), kiln.tensor(cot[1])])
         np.testing.assert_allclose(grads[0], ex.detach().numpy(), rtol=1e-10)
         np.testing.assert_allclose(grads[1], ew.detach().numpy(), rtol=1e-10)
+
+
+def test_differentiate_frees_the_gradients_it_is_done_with():
+    """The backward tracer holds the VJPs' tensors weakly: at real sizes, keeping every one until the
+    backward graph is built doubled a compile's memory (a CIFAR ResNet-18: 2.9 GB instead of 1.4)."""
+    import tracemalloc  # noqa: PLC0415
+
+    w = kiln.randn(256, 512, requires_grad=True)
+
+    def chain(x):
+        h = x
+        for _ in range(12):
+            h = (h * w + 1.0).tanh()
+        return h.sum()
+
+    tracer, _ = trace(chain, kiln.randn(256, 512))
+    one = 256 * 512 * 4
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        d = differentiate(tracer.graph, tracer.real, False)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 4 * one, f"{kept / one:.1f} arrays of the chain's size kept after differentiate"
+    assert len(d.backward.outputs) == 1 and len(d.backward.nodes) > 12  # w's gradient, through the chain
