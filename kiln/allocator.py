@@ -44,8 +44,8 @@ def release_free_memory() -> bool:
     """Hand the heap memory freed so far back to the OS (glibc's ``malloc_trim``); returns whether it ran.
 
     With the thresholds above, glibc keeps freed blocks for reuse, which is what a training loop
-    wants. A compile at real sizes is different: its trace and differentiation free gigabytes at
-    once that the plan never reuses (its intermediates live in arenas), and they would stay
+    wants. A compile at real sizes is different: its trace frees gigabytes at once that the plan
+    never reuses (its intermediates live in arenas), and they would stay
     resident for the life of the process. The JIT calls this after such a compile. Only where the
     thresholds are in effect (glibc); a garbage collection first frees arrays held by cycles.
     """

@@ -10,8 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
 from .. import autograd
 from ..tensor import DataEpoch, Tensor
 from .autodiff import differentiate

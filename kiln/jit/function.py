@@ -136,8 +136,8 @@ def _same_value(data: Any, value: np.ndarray) -> bool:
 
 RELEASE_AFTER_BYTES = 256 << 20
 """A compile whose trace held this many bytes of arrays hands the freed memory back to the OS
-afterwards (allocator.release_free_memory): a real-size model, whose trace and differentiation
-free gigabytes that the plan never reuses."""
+afterwards (allocator.release_free_memory): a real-size model, whose trace frees gigabytes that
+the plan never reuses."""
 
 
 def _traced_bytes(traced: Trace) -> int:
