@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..tensor import Tensor
+from .lstm_fast import fast_lstm_gates
 from .math import add, matmul, mul, relu, rsub, sigmoid, tanh
 from .shape import cat, chunk, narrow, transpose
 
@@ -42,6 +43,9 @@ def rnn_relu_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,  # noqa
 
 def _lstm_gates(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
     """(h', c') from the summed pre-activations (i, f, g, o) and the old cell state."""
+    fused = fast_lstm_gates(gates, c)  # eagerly, the same arithmetic as three autograd nodes
+    if fused is not None:
+        return fused
     i, f, g, o = chunk(gates, 4, -1)
     c_new = add(mul(sigmoid(f), c), mul(sigmoid(i), tanh(g)))
     return mul(sigmoid(o), tanh(c_new)), c_new

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 
 from ..dtypes import bool_, get_dtype
+from .bit_select import bit_select
 from .primitive import AbstractValue, Primitive, ShapeError
 
 
@@ -142,9 +144,15 @@ class Sigmoid(Unary):
     saves_output = True
 
     def kernel(self, xp, x):
-        # exp(-|x|) never overflows; pick the stable branch per sign
-        e = xp.exp(-xp.abs(x))
-        return xp.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+        # exp(-|x|) never overflows; the stable branch per sign: 1 / (1 + e) or e / (1 + e),
+        # as one division of the picked numerator (the same quotients, in fewer passes)
+        if x.ndim == 0:  # NumPy gives 0-d results as scalars, which `out=` cannot take
+            return self.kernel(xp, x.reshape(1)).reshape(())
+        e = xp.abs(x)
+        xp.negative(e, out=e)
+        xp.exp(e, out=e)
+        numerator = xp.where(x >= 0, xp.ones((), e.dtype), e)
+        return xp.divide(numerator, xp.add(e, 1, out=e), out=numerator).astype(x.dtype, copy=False)
 
     def vjp(self, g, inputs, node):
         y = node.output()
@@ -471,7 +479,8 @@ class Where(Primitive):
         return AbstractValue(broadcast_shapes("where", c.shape, a.shape, b.shape), a.dtype)
 
     def kernel(self, xp, c, a, b):
-        return xp.where(c, a, b)
+        selected = bit_select(c, a, b) if xp is np else None
+        return selected if selected is not None else xp.where(c, a, b)
 
     def vjp(self, g, inputs, node):
         c, a, b = inputs

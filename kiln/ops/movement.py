@@ -16,6 +16,7 @@ from ..gradient_sum import index_gradient
 from ..sizes import concrete, concrete_all
 from .elementwise import F
 from .primitive import AbstractValue, Primitive, ShapeError
+from .ufunc_at import ufunc_at
 
 
 def resolve_index(spec: tuple, idx_arrays: tuple | list) -> tuple:
@@ -192,7 +193,7 @@ class IndexGrad(Primitive):
         if is_basic(spec):
             out[where] = g
         else:
-            xp.add.at(out, where, g)
+            ufunc_at(xp, xp.add, out, where, g)
         return out
 
     def vjp(self, gg, inputs, node, *, spec, shape):
@@ -304,12 +305,25 @@ class Gather(Primitive):
         return AbstractValue(tuple(idx.shape), x.dtype)
 
     def kernel(self, xp, x, idx, *, axis):
+        line = _broadcast_index_line(idx, axis, x.shape)
+        if line is not None:  # the same index in every row (an expanded 1-D index): whole slices
+            return xp.take(x, line, axis=axis)
         return xp.take_along_axis(x, idx, axis=axis)
 
     def vjp(self, g, inputs, node, *, axis):
         x, idx = inputs
         f = F()  # idx was range-checked (or allowed negative, take_along_dim) by the forward op
         return (f.shape.scatter_add_unchecked(f.zeros(x.shape, dtype=g.dtype), axis, idx, g), None)
+
+
+def _broadcast_index_line(idx: Any, axis: int, shape: tuple) -> Any:
+    """The 1-D index along `axis` when `idx` is one broadcast over x's full other dims, else None."""
+    if not isinstance(idx, np.ndarray) or idx.ndim < 2 or idx.size == 0:
+        return None
+    if any(idx.shape[i] != shape[i] or (idx.strides[i] != 0 and idx.shape[i] != 1)
+           for i in range(idx.ndim) if i != axis):
+        return None
+    return idx[tuple(slice(None) if i == axis else 0 for i in range(idx.ndim))]
 
 
 def _scatter_index(xp: Any, idx: Any, axis: int) -> tuple:
@@ -331,7 +345,7 @@ class ScatterAdd(Primitive):
 
     def kernel(self, xp, base, idx, src, *, axis):
         out = base.copy()
-        xp.add.at(out, _scatter_index(xp, idx, axis), src)
+        ufunc_at(xp, xp.add, out, _scatter_index(xp, idx, axis), src)
         return out
 
     def vjp(self, g, inputs, node, *, axis):

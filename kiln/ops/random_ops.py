@@ -20,9 +20,16 @@ def normal_count(shape: tuple) -> int:
     return n + n % 2  # (not n & 1: `%` keeps a symbolic size symbolic)
 
 
-def _uniform(xp, key, n):
-    bits = philox_bits(xp, int(key[0]), int(key[1]), n)
-    return (bits >> 8).astype(xp.float64) * (1.0 / (1 << 24))  # 24 random bits in [0, 1)
+def _uniform(xp, key, n, dtype=None):
+    """n uniform floats in [0, 1), each 24 random bits: exact in float32 and float64 alike.
+
+    `dtype` float32 computes in float32 directly (the same values, at half the memory traffic);
+    anything else gets float64.
+    """
+    bits = philox_bits(xp, int(key[0]), int(key[1]), n) >> 8
+    if dtype == xp.float32:
+        return xp.multiply(bits, xp.float32(1.0 / (1 << 24)), dtype=xp.float32, casting="unsafe")
+    return bits.astype(xp.float64) * (1.0 / (1 << 24))
 
 
 class Uniform(Primitive):
@@ -35,8 +42,8 @@ class Uniform(Primitive):
         return AbstractValue(tuple(shape), get_dtype(dtype))
 
     def kernel(self, xp, key, *, shape, dtype):
-        n = uniform_count(shape)
-        return _uniform(xp, key, n).astype(get_dtype(dtype).np).reshape(shape)
+        np_dtype = get_dtype(dtype).np
+        return _uniform(xp, key, uniform_count(shape), np_dtype).astype(np_dtype, copy=False).reshape(shape)
 
 
 class Normal(Primitive):

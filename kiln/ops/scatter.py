@@ -14,6 +14,7 @@ import numpy as np
 
 from .movement import _scatter_index
 from .primitive import AbstractValue, Primitive, ShapeError
+from .ufunc_at import ufunc_at
 
 UFUNCS = {"prod": "multiply", "amax": "maximum", "amin": "minimum"}
 
@@ -49,7 +50,7 @@ class ScatterReduce(Primitive):
         if not include_self:
             out[where] = identity(reduce, base.dtype)
         try:
-            getattr(xp, UFUNCS[reduce]).at(out, where, src)
+            ufunc_at(xp, getattr(xp, UFUNCS[reduce]), out, where, src)
         except (AttributeError, NotImplementedError):
             if xp is np:
                 raise

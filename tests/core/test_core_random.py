@@ -1,4 +1,4 @@
-"""The counter-based generator: Philox4x32-10 known answers, seeding, offsets, statistics."""
+"""The counter-based generator: Philox4x64-10 known answers, seeding, offsets, statistics."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,51 +7,55 @@ import pytest
 import kiln
 from kiln.random import philox_bits
 
-M0, M1 = 0xD2511F53, 0xCD9E8D57
-W0, W1 = 0x9E3779B9, 0xBB67AE85
-MASK = 0xFFFFFFFF
+M0, M1 = 0xD2E7470EE14C6C93, 0xCA5A826395121157
+W0, W1 = 0x9E3779B97F4A7C15, 0xBB67AE8584CAA73B
+MASK = (1 << 64) - 1
 
 
-def philox4x32_10(ctr: tuple[int, int, int, int], key: tuple[int, int]) -> tuple[int, ...]:
-    """Reference Philox4x32-10 in plain Python integers (Salmon et al., Random123)."""
+def philox4x64_10(ctr: tuple[int, int, int, int], key: tuple[int, int]) -> tuple[int, ...]:
+    """Reference Philox4x64-10 in plain Python integers (Salmon et al., Random123)."""
     c0, c1, c2, c3 = ctr
     k0, k1 = key
     for r in range(10):
         if r:
             k0, k1 = (k0 + W0) & MASK, (k1 + W1) & MASK
         p0, p1 = M0 * c0, M1 * c2
-        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & MASK, p1 & MASK, ((p0 >> 32) ^ c3 ^ k1) & MASK, p0 & MASK
+        c0, c1, c2, c3 = ((p1 >> 64) ^ c1 ^ k0) & MASK, p1 & MASK, ((p0 >> 64) ^ c3 ^ k1) & MASK, p0 & MASK
     return c0, c1, c2, c3
 
 
-# The Random123 known-answer vectors for philox4x32_10 (kat_vectors).
+def _halves(words: tuple[int, ...]) -> list[int]:
+    """64-bit words as the stream reads them: each as its low, then its high 32 bits."""
+    return [half for w in words for half in (w & 0xFFFFFFFF, w >> 32)]
+
+
+# The Random123 known-answer vectors for philox4x64_10 (kat_vectors).
 KAT = [
-    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
-    ((MASK, MASK, MASK, MASK), (MASK, MASK), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
-     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+    ((0, 0, 0, 0), (0, 0), (0x16554D9ECA36314C, 0xDB20FE9D672D0FDC, 0xD7E772CEE186176B, 0x7E68B68AEC7BA23B)),
+    ((MASK, MASK, MASK, MASK), (MASK, MASK),
+     (0x87B092C3013FE90B, 0x438C3C67BE8D0224, 0x9CC7D7C69CD777B6, 0xA09CAEBF594F0BA0)),
 ]
 
 
 @pytest.mark.parametrize("ctr,key,expected", KAT)
 def test_reference_philox_matches_random123(ctr: tuple, key: tuple, expected: tuple) -> None:
-    assert philox4x32_10(ctr, key) == expected
+    assert philox4x64_10(ctr, key) == expected
 
 
 def test_philox_bits_known_answer() -> None:
     """Counter 0, key 0: the first Random123 vector, as the stream of seed 0 at offset 0."""
-    assert [int(v) for v in philox_bits(np, 0, 0, 4)] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    assert [int(v) for v in philox_bits(np, 0, 0, 8)] == _halves(KAT[0][2])
 
 
-@pytest.mark.parametrize("seed", [0, 1, 42, 0xA4093822, 0x299F31D0_A4093822, 2**63 - 1])
-@pytest.mark.parametrize("block", [0, 1, 7, 2**32 - 1, 2**32, 2**40 + 3])
+@pytest.mark.parametrize("seed", [0, 1, 42, 0xA4093822, 0x299F31D0_A4093822, 2**63 - 1, 2**64 + 5])
+@pytest.mark.parametrize("block", [0, 1, 7, 2**32 - 1, 2**32, 2**40 + 3, 2**64 - 1])
 def test_philox_bits_matches_reference(seed: int, block: int) -> None:
-    """Block b of the stream is Philox(counter=(b_lo, b_hi, 0, 0), key=(seed_lo, seed_hi))."""
-    got = [int(v) for v in philox_bits(np, seed, 4 * block, 8)]
-    key = (seed & MASK, (seed >> 32) & MASK)
-    want = list(philox4x32_10((block & MASK, block >> 32, 0, 0), key))
+    """Block b of the stream is Philox(counter=(b_lo, b_hi, 0, 0), key=(seed_lo, seed_hi)), 8 values."""
+    got = [int(v) for v in philox_bits(np, seed, 8 * block, 16)]
+    key = (seed & MASK, (seed >> 64) & MASK)
+    want = _halves(philox4x64_10((block & MASK, block >> 64, 0, 0), key))
     nb = block + 1
-    want += list(philox4x32_10((nb & MASK, nb >> 32, 0, 0), key))
+    want += _halves(philox4x64_10((nb & MASK, nb >> 64, 0, 0), key))
     assert got == want
 
 
@@ -80,7 +84,7 @@ def test_offset_advances_and_calls_differ() -> None:
     assert kiln.get_rng_state() == (7, 0)
     a = kiln.rand(5)
     seed, off = kiln.get_rng_state()
-    assert seed == 7 and off == 8  # 5 values, rounded up to a Philox block of 4
+    assert seed == 7 and off == 8  # 5 values, rounded up to a multiple of 4
     b = kiln.rand(5)
     assert kiln.get_rng_state() == (7, 16)
     assert not np.array_equal(a.numpy(), b.numpy())
