@@ -34,7 +34,7 @@ import numpy as np
 from .. import autograd
 from ..autograd import Node
 from ..gradient_sum import SliceGradient, slice_of_dim
-from ..ops.primitive import REGISTRY, Primitive, trace_state
+from ..ops.primitive import REGISTRY, Primitive, array_vjp, trace_state
 from ..ops.quiet import quiet
 from ..tensor import Tensor
 
@@ -54,11 +54,6 @@ def _slice_gradient(g: Tensor, shape: tuple, start: int, stop: int) -> SliceGrad
     return SliceGradient(g, spec, shape, where)
 
 
-def _eager(g: Tensor) -> bool:
-    """Whether a VJP may work on arrays: no graph to build, nothing tracing, NumPy data."""
-    return not autograd.is_grad_enabled() and trace_state.tracer is None and type(g._data) is np.ndarray
-
-
 class _Activations(Primitive):
     """acts = (sigmoid i, sigmoid f, tanh g, sigmoid o) of the gates; not a registered primitive."""
 
@@ -66,7 +61,7 @@ class _Activations(Primitive):
     def vjp(self, g: Tensor, inputs: tuple, node: Node, *, acts: Any) -> tuple:
         hidden = acts.shape[1] // 4
         qi, qf, qg, qo = _quarters(hidden)
-        if not _eager(g):
+        if not array_vjp(g):
             from . import math as f  # noqa: PLC0415 - cycle: kiln.functional imports this module
             from .shape import cat  # noqa: PLC0415
 
@@ -87,7 +82,7 @@ class _CellState(Primitive):
         a, c = inputs
         hidden = acts.shape[1] // 4
         qi, qf, qg, _ = _quarters(hidden)
-        if not _eager(g):
+        if not array_vjp(g):
             from . import math as f  # noqa: PLC0415
             from .shape import cat  # noqa: PLC0415
 
@@ -106,7 +101,7 @@ class _Hidden(Primitive):
     def vjp(self, g: Tensor, inputs: tuple, node: Node, *, acts: Any, tc: Any) -> tuple:
         hidden = acts.shape[1] // 4
         qo = _quarters(hidden)[3]
-        if not _eager(g):
+        if not array_vjp(g):
             from . import math as f  # noqa: PLC0415
 
             a, c_new = inputs

@@ -168,7 +168,7 @@ class Relu(Unary):
 
     def vjp(self, g, inputs, node):
         f = F()
-        return (f.where(f.gt(node.output(), 0), g, f.zeros_like(g)),)
+        return (f.where(f.gt(node.output(), 0), g, _zero(g)),)
 
 
 def _erf_numpy(xp: Any, x: Any) -> Any:
@@ -296,6 +296,12 @@ class Binary(Primitive):
 
 def _unbroadcast(g, x):
     return F().sum_to(g, x.shape)
+
+
+def _zero(g):
+    """A 0-d zero of `g`'s dtype and device: the other branch of a gradient's `where`, broadcast
+    (the same values as a full zero tensor, without making one)."""
+    return F().zeros((), dtype=g.dtype, device=g.device)
 
 
 class Add(Binary):
@@ -485,7 +491,7 @@ class Where(Primitive):
     def vjp(self, g, inputs, node):
         c, a, b = inputs
         f = F()
-        zero = f.zeros_like(g)
+        zero = _zero(g)
         return (None,
                 _unbroadcast(f.where(c, g, zero), a) if a.requires_grad else None,
                 _unbroadcast(f.where(c, zero, g), b) if b.requires_grad else None)

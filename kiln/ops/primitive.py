@@ -101,6 +101,12 @@ _ndarray = np.ndarray
 _grad_state = autograd._state
 
 
+def array_vjp(g: Any) -> bool:
+    """Whether a VJP may compute its gradient from `g`'s array with NumPy instead of kiln ops:
+    no graph is being built (create_graph), nothing is tracing, and the data is a NumPy array."""
+    return not _grad_state.enabled and trace_state.tracer is None and g._data.__class__ is _ndarray
+
+
 def _raise_kernel_error(prim: Primitive, inputs: tuple, params: dict, exc: Exception) -> None:
     err = _kernel_failed(prim, inputs, params, exc)
     if err is exc:

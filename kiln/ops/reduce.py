@@ -5,9 +5,12 @@ import itertools
 import math
 from typing import Any
 
+import numpy as np
+
 from ..dtypes import int64
 from .elementwise import F
-from .primitive import AbstractValue, Primitive, ShapeError
+from .primitive import AbstractValue, Primitive, ShapeError, array_vjp
+from .quiet import quiet
 
 
 def reduced_shape(shape: tuple, axes: tuple, keepdims: bool) -> tuple:
@@ -59,6 +62,35 @@ def window_reduce(xp: Any, ufunc: Any, x: Any, axes: tuple, keepdims: bool) -> A
     if keepdims:
         out = out.reshape(reduced_shape(x.shape, axes, True))
     return out
+
+
+@quiet
+def window_max_grad(g: Any, x: Any, out: Any, axes: tuple) -> Any:
+    """`Max`'s VJP for a `windowed` max, slice by slice as `window_reduce` computed it.
+
+    The decomposed VJP (``mask = x == max``, ``count = sum(mask)``, ``mask * (g / count)``)
+    broadcasts over the few window axes, which NumPy runs with inner loops as short as the
+    window (2 elements for a 2x2 pool). The same operations on each window slice give the
+    same values (counts of ones are exact in any order), laid out like `x`, as NumPy lays
+    out the decomposed product.
+    """
+    kept = reduced_shape(x.shape, axes, False)
+    peak = out.reshape(kept)
+    slices = []
+    for combo in itertools.product(*[range(x.shape[a]) for a in axes]):
+        index = [slice(None)] * x.ndim
+        for a, i in zip(axes, combo):
+            index[a] = i
+        slices.append(tuple(index))
+    masks = [(x[index] == peak).astype(x.dtype) for index in slices]
+    count = masks[0].copy()
+    for mask in masks[1:]:
+        count += mask
+    share = g.reshape(kept) / count
+    grad = np.empty_like(x)
+    for index, mask in zip(slices, masks):
+        np.multiply(mask, share, out=grad[index])
+    return grad
 
 
 class Sum(Primitive):
@@ -139,6 +171,10 @@ class Max(Primitive):
         x = inputs[0]
         f = F()
         out = node.output()
+        if array_vjp(g) and windowed(tuple(x.shape), axes) and x._data.dtype.kind == "f":
+            from ..tensor import Tensor  # noqa: PLC0415 - cycle: tensor imports the primitives
+
+            return (Tensor._wrap(window_max_grad(g._data, x._data, out._data, axes), g._device),)
         if not keepdims:
             kept = reduced_shape(x.shape, axes, True)
             g = f.reshape(g, kept)
