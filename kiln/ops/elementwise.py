@@ -151,7 +151,9 @@ class Sigmoid(Unary):
         e = xp.abs(x)
         xp.negative(e, out=e)
         xp.exp(e, out=e)
-        numerator = xp.where(x >= 0, xp.ones((), e.dtype), e)
+        # the numerator is 1 where x >= 0, else e; as max(e, x >= 0) (e <= 1, NaN stays NaN), a
+        # branch-free pass where np.where would branch on each sign
+        numerator = xp.maximum(e, x >= 0, dtype=e.dtype)
         return xp.divide(numerator, xp.add(e, 1, out=e), out=numerator).astype(x.dtype, copy=False)
 
     def vjp(self, g, inputs, node):

@@ -31,7 +31,11 @@ def ufunc_at(xp: Any, ufunc: Any, out: Any, where: tuple, values: Any) -> None:
 
 def _flat_positions(xp: Any, out: Any, where: tuple) -> Any:
     """Flat positions in `out` of ``out[where]``, in its C order; None unless `where` is integer arrays only."""
-    if not isinstance(where, tuple) or not where or len(where) > out.ndim or not out.flags.c_contiguous:
+    if not isinstance(where, tuple) or not out.flags.c_contiguous:
+        return None
+    while where and isinstance(where[-1], slice) and where[-1] == slice(None):
+        where = where[:-1]  # a trailing whole dim is what leaving it out means
+    if not where or len(where) > out.ndim:
         return None
     if not all(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in where):
         return None

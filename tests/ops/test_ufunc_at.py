@@ -39,6 +39,19 @@ def test_rows_with_trailing_dims_and_broadcast_values():
     np.testing.assert_array_equal(got, expected)
 
 
+def test_trailing_whole_slices_take_the_flat_path():
+    rng = np.random.default_rng(3)
+    idx = rng.integers(-20, 20, 200)
+    values = rng.standard_normal((200, 6, 3)).astype(np.float32)
+    where = (idx, slice(None), slice(None))  # an index_select gradient's index
+    got = np.zeros((20, 6, 3), np.float32)
+    assert _flat_positions(np, got, where) is not None
+    expected = got.copy()
+    np.add.at(expected, where, values)
+    ufunc_at(np, np.add, got, where, values)
+    np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))
+
+
 def test_two_index_arrays_then_a_trailing_dim():
     rng = np.random.default_rng(2)
     i, j = rng.integers(0, 4, (6, 1)), rng.integers(-3, 3, (1, 5))
@@ -57,7 +70,7 @@ def test_out_of_range_still_raises_numpys_index_error():
 
 def test_slices_and_booleans_fall_back_to_ufunc_at():
     out = np.zeros((4, 3), np.float32)
-    where = (slice(None), np.array([0, 0, 2]))
+    where = (slice(None), np.array([0, 0, 2]))  # a whole slice before an index array
     assert _flat_positions(np, out, where) is None
     expected = out.copy()
     np.add.at(expected, where, 1.0)
