@@ -149,6 +149,9 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
     return _conv_gemm(x, weight, bias, stride2, pad2, dil2, groups)
 
 
+RECOMPUTE_COLUMNS_BYTES = 64 << 20  # eager convolution columns this large are remade in backward, not kept
+
+
 def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
                dilation: tuple, groups: int) -> Tensor:
     """conv2d over the whole batch as one GEMM per group, forward and in both gradients.
@@ -158,9 +161,12 @@ def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, pa
     the weight gradient is one GEMM over N*OH*OW instead of a per-image product summed after.
     The output is then copied into the C-ordered (N, O, OH, OW) layout callers expect.
 
-    Eagerly, the columns (C*kh*kw times the image's size) are not kept for the weight gradient:
-    the backward pass remakes them from the image (autograd.recompute_saved_input), so that a
-    network's activations, not its columns, are what stays in memory between forward and backward.
+    Eagerly, large columns (C*kh*kw times the image's size, `RECOMPUTE_COLUMNS_BYTES` or more)
+    are not kept for the weight gradient: the backward pass remakes them from the image
+    (autograd.recompute_saved_input), so that a network's activations, not its columns, are what
+    stays in memory between forward and backward. Smaller ones stay: remaking them would cost a
+    copy of their size per step (6 ms for the 42 MB of an MNIST CNN's second layer) to save
+    memory that a training step can spare.
     """
     n = x.shape[0]
     out_c, c_per_group, kh, kw = weight.shape
@@ -170,7 +176,8 @@ def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, pa
     shape = (k, n * oh * ow) if groups == 1 else (groups, k, n * oh * ow)
     flat_weight = reshape(weight, (out_c, k) if groups == 1 else (groups, out_c // groups, k))
     out = matmul(flat_weight, reshape(cols, shape))
-    if out._node is not None and trace_state.tracer is None:  # eager autograd: remake the columns in backward
+    if (out._node is not None and trace_state.tracer is None  # eager autograd: remake large columns in backward
+            and cols._data.nbytes >= RECOMPUTE_COLUMNS_BYTES):
         autograd.recompute_saved_input(out, 1, lambda: _RESHAPE.kernel(cols._device.xp, cols._data, shape=shape),
                                        (x,))
     out = reshape(out, (out_c, n, oh, ow))

@@ -11,6 +11,7 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
+from kiln.functional import layers
 from kiln.functional.layers import fold2d, unfold2d
 
 WINDOWS = [((3, 3), (1, 1), (1, 1), (1, 1)), ((2, 3), (2, 1), (0, 2), (1, 2)), ((1, 1), (2, 2), (0, 0), (1, 1))]
@@ -114,7 +115,13 @@ def _manual_conv(x, w, padding):
     return out.reshape(w.shape[0], n, oh, ow).permute(1, 0, 2, 3).clone()
 
 
-def test_eager_backward_remakes_the_columns_instead_of_keeping_them():
+@pytest.fixture
+def remake_all_columns(monkeypatch):
+    """Columns of any size are remade in backward (by default only large ones are)."""
+    monkeypatch.setattr(layers, "RECOMPUTE_COLUMNS_BYTES", 0)
+
+
+def test_eager_backward_remakes_the_columns_instead_of_keeping_them(remake_all_columns):
     rng = np.random.default_rng(3)
     x = kiln.tensor(rng.standard_normal((3, 4, 9, 9)).astype(np.float32), requires_grad=True)
     w = kiln.tensor(rng.standard_normal((5, 4, 3, 3)).astype(np.float32), requires_grad=True)
@@ -130,6 +137,25 @@ def test_eager_backward_remakes_the_columns_instead_of_keeping_them():
     np.testing.assert_array_equal(got[1], w.grad.numpy())
 
 
+def test_small_columns_are_kept_with_the_same_gradients(monkeypatch):
+    rng = np.random.default_rng(5)
+    x = kiln.tensor(rng.standard_normal((3, 4, 9, 9)).astype(np.float32), requires_grad=True)
+    w = kiln.tensor(rng.standard_normal((5, 4, 3, 3)).astype(np.float32), requires_grad=True)
+    g = kiln.tensor(rng.standard_normal((3, 5, 9, 9)).astype(np.float32))
+    grads = []
+    for limit in (layers.RECOMPUTE_COLUMNS_BYTES, 0):
+        monkeypatch.setattr(layers, "RECOMPUTE_COLUMNS_BYTES", limit)
+        y = F.conv2d(x, w, padding=1)
+        (node,) = _matmul_nodes(y)
+        assert (node.inputs[1]._data is None) == (limit == 0)  # kept below the limit, else remade
+        y.backward(g)
+        grads.append((x.grad.numpy().copy(), w.grad.numpy().copy()))
+        x.grad = w.grad = None
+    for kept, remade in zip(*grads):
+        np.testing.assert_array_equal(kept, remade)
+
+
+@pytest.mark.usefixtures("remake_all_columns")
 def test_a_retained_graph_backpropagates_twice_with_the_same_gradients():
     x, w = kiln.randn(2, 3, 6, 6, requires_grad=True), kiln.randn(4, 3, 3, 3, requires_grad=True)
     y = F.conv2d(x, w).square().sum()
@@ -142,6 +168,7 @@ def test_a_retained_graph_backpropagates_twice_with_the_same_gradients():
         y.backward()
 
 
+@pytest.mark.usefixtures("remake_all_columns")
 def test_changing_the_image_in_place_before_backward_raises_like_a_saved_input():
     x, w = kiln.randn(2, 3, 6, 6), kiln.randn(4, 3, 3, 3, requires_grad=True)
     y = F.conv2d(x, w, padding=1)
