@@ -38,8 +38,10 @@ def run(args: argparse.Namespace) -> int:
     table = Table(["program", "like", "kiln eager", "torch eager", "kiln / torch"])
     ratios, rows = [], []
     for program in programs:
-        k = measure(program.build(kiln), number=1, repeat=args.repeat, warmup=args.warmup).median
-        t = measure(program.build(torch), number=1, repeat=args.repeat, warmup=args.warmup).median \
+        # number=None: each sample runs enough steps back to back to last MIN_SAMPLE_S, as a
+        # training loop runs them (a lone millisecond step after a collection measures cold caches)
+        k = measure(program.build(kiln), number=None, repeat=args.repeat, warmup=args.warmup).median
+        t = measure(program.build(torch), number=None, repeat=args.repeat, warmup=args.warmup).median \
             if torch is not None else None
         ratio = k / t if t else None
         if ratio is not None:

@@ -46,12 +46,13 @@ def bit_select(c: Any, a: Any, b: Any) -> Any:
     np.negative(mask, out=mask)  # 0 or all ones
     mask = mask.view(unsigned)
     a_bits, b_bits = a.view(unsigned), b.view(unsigned)
-    out = np.empty_like(full[0], dtype=unsigned)
+    # the result goes into the mask's buffer when the mask is full size (it is laid out like the
+    # other full operands), saving a fresh array
+    out = mask if c.ndim else np.empty_like(full[0], dtype=unsigned)
     if b.ndim == 0 and not b_bits:  # where(c, a, +0): a's bits or none
         np.bitwise_and(a_bits, mask, out=out)
     else:
-        np.bitwise_xor(a_bits, b_bits, out=out)
-        np.bitwise_and(out, mask, out=out)
+        np.bitwise_and(np.bitwise_xor(a_bits, b_bits), mask, out=out)
         np.bitwise_xor(out, b_bits, out=out)
     return out.view(a.dtype)
 
