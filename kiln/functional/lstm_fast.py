@@ -57,7 +57,6 @@ def _slice_gradient(g: Tensor, shape: tuple, start: int, stop: int) -> SliceGrad
 class _Activations(Primitive):
     """acts = (sigmoid i, sigmoid f, tanh g, sigmoid o) of the gates; not a registered primitive."""
 
-
     def vjp(self, g: Tensor, inputs: tuple, node: Node, *, acts: Any) -> tuple:
         hidden = acts.shape[1] // 4
         qi, qf, qg, qo = _quarters(hidden)
@@ -97,7 +96,6 @@ class _CellState(Primitive):
 class _Hidden(Primitive):
     """h' = sigmoid(o) tanh(c'), from (acts, c'); not a registered primitive."""
 
-
     def vjp(self, g: Tensor, inputs: tuple, node: Node, *, acts: Any, tc: Any) -> tuple:
         hidden = acts.shape[1] // 4
         qo = _quarters(hidden)[3]
@@ -116,7 +114,8 @@ class _Hidden(Primitive):
 
 
 def _node_prim(cls: type, name: str) -> Primitive:
-    """The one instance of `cls`, named after its class is made (a named class would be registered)."""
+    """The one instance of `cls`, given its name after the class is made: a class that names itself
+    is registered as a primitive, which these nodes are not (tracers never see them)."""
     prim = cls()
     prim.name = name
     return prim
