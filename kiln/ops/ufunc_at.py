@@ -39,9 +39,10 @@ def _flat_positions(xp: Any, out: Any, where: tuple) -> Any:
         return None
     if not all(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in where):
         return None
+    shape = np.broadcast_shapes(*(index.shape for index in where))
     flat = None
     for size, index, stride in zip(out.shape, where, _element_strides(out.shape)):
-        index = index.astype(np.intp, copy=False)
+        index = _compact(index).astype(np.intp, copy=False)
         if index.size:
             low, high = index.min(), index.max()
             if low < -size or high >= size:
@@ -50,11 +51,22 @@ def _flat_positions(xp: Any, out: Any, where: tuple) -> Any:
                 index = np.where(index < 0, index + size, index)
         term = index * stride
         flat = term if flat is None else flat + term
+    if flat.shape != shape:  # every index was broadcast along some dim: the positions repeat along it
+        flat = np.broadcast_to(flat, shape)
     trailing = out.shape[len(where):]
     if trailing:
         offsets = np.arange(math.prod(trailing), dtype=np.intp).reshape(trailing)
         flat = flat.reshape(flat.shape + (1,) * len(trailing)) + offsets
     return flat
+
+
+def _compact(index: Any) -> Any:
+    """`index` with each dim it is broadcast along (stride 0) cut to size 1: the same values, which
+    broadcast back, and the range checks and products above run once per distinct value."""
+    if all(stride or size <= 1 for size, stride in zip(index.shape, index.strides)):
+        return index
+    return index[tuple(slice(0, 1) if stride == 0 and size > 1 else slice(None)
+                       for size, stride in zip(index.shape, index.strides))]
 
 
 def _element_strides(shape: tuple) -> list[int]:
