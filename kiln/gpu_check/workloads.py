@@ -82,6 +82,14 @@ def _measure(result: Result, columns: dict[str, Callable[[], Loop]], device: str
             log.append(f"== {result.name} / {column}\n{traceback.format_exc()}")
 
 
+def _torch_columns(columns: dict[str, Callable[[], Loop]], torch_call: Callable[[bool], Callable[[], Loop]],
+                   with_torch_compile: bool) -> None:
+    """Add "torch eager" (and "torch.compile") from `torch_call(compiled)`."""
+    columns["torch eager"] = torch_call(False)
+    if with_torch_compile:
+        columns["torch.compile"] = torch_call(True)
+
+
 # ---- two pre-norm transformer blocks, forward and backward ------------------------------------
 def transformer_blocks(device: str, batch: int, seq: int, d: int, heads: int, repeat: int, log: list[str],
                        with_torch_compile: bool) -> Result:
@@ -124,9 +132,7 @@ def transformer_blocks(device: str, batch: int, seq: int, d: int, heads: int, re
                 return call
             return build
 
-        columns["torch eager"] = torch_call(False)
-        if with_torch_compile:
-            columns["torch.compile"] = torch_call(True)
+        _torch_columns(columns, torch_call, with_torch_compile)
     _measure(result, columns, device, repeat, 1, log)
     return result
 
@@ -173,9 +179,7 @@ def layer_norm_gelu(device: str, rows: int, cols: int, dtype: str, repeat: int, 
                 return lambda: run(tx)
             return build
 
-        columns["torch eager"] = torch_call(False)
-        if with_torch_compile:
-            columns["torch.compile"] = torch_call(True)
+        _torch_columns(columns, torch_call, with_torch_compile)
     _measure(result, columns, device, repeat, 5, log)
     return result
 
