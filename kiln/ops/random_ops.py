@@ -24,11 +24,13 @@ def _uniform(xp, key, n, dtype=None):
     """n uniform floats in [0, 1), each 24 random bits: exact in float32 and float64 alike.
 
     `dtype` float32 computes in float32 directly (the same values, at half the memory traffic);
-    anything else gets float64.
+    anything else gets float64, rounded by the caller.
     """
     bits = philox_bits(xp, int(key[0]), int(key[1]), n) >> 8
     if dtype == xp.float32:
-        return xp.multiply(bits, xp.float32(1.0 / (1 << 24)), dtype=xp.float32, casting="unsafe")
+        values = bits.astype(xp.float32)  # 24-bit integers: exact
+        values *= xp.float32(1.0 / (1 << 24))  # a power of two: exact
+        return values
     return bits.astype(xp.float64) * (1.0 / (1 << 24))
 
 
