@@ -12,6 +12,7 @@ import pytest
 
 import kiln
 from kiln import nn
+from kiln.nn import functional as F
 from kiln.jit.backends.cpu.codegen import FusedElementwise
 from kiln.jit.backends.cpu.rowcode import RowKernel
 from kiln.models import mlp
@@ -219,3 +220,13 @@ def test_an_automatic_dim_turned_into_a_python_number_becomes_static_again_witho
     assert compiled.stats.traces == 5
     assert "static again: s0" in compiled.explain()
     assert not compiled._auto.by_structure
+
+
+def test_a_0d_softmax_beside_a_symbolic_argument_compiles():
+    """A 0-d input reduced over dim 0 (as PyTorch allows) in a plan with symbolic dims (a fuzzer find)."""
+    fn = kiln.compile(lambda a, b: (F.softmax(a, dim=0), b * 2), dynamic_dims={1: {0: "B"}})
+    for n in (2, 3, 5):
+        a, b = kiln.tensor(0.25), kiln.ones(n)
+        got, want = fn(a, b), (F.softmax(a, dim=0), b * 2)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())

@@ -50,7 +50,8 @@ def static_row_seeds(graph: Graph) -> set[int]:
         if node.prim.name in REDUCTIONS and node.inputs:
             shape = node.inputs[0].shape
             axes = node.params.get("axes", ())
-            if not is_symbolic(node.params) and not any(is_symbolic(shape[a]) for a in axes):
+            # (a 0-d input may name axis 0, as PyTorch allows: it has no size to be symbolic)
+            if not is_symbolic(node.params) and not any(is_symbolic(shape[a]) for a in axes if a < len(shape)):
                 seeds.add(id(node))
     return seeds
 
