@@ -88,6 +88,7 @@ class OutputLayout:
     def build(self, tensors: list[Tensor], leaves: list, dims: dict | None = None) -> Any:
         if self.aliases:
             tensors = self.aliases.apply(tensors, leaves, dims)
+        tensors = self.aliases.separate(tensors)
         if self.single:  # the function returned one tensor
             return tensors[0]
         out: list[Any] = [None] * self.treedef.num_leaves

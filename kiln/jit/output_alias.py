@@ -21,7 +21,9 @@ the plan wrote its state back), and the plan's copy of the values is dropped:
 
 Outputs that share memory in eager that no returned or input tensor covers (two overlapping
 slices of one intermediate the function does not return) come back as separate tensors;
-`notes` says so, and kiln.compile warns.
+`notes` says so, and kiln.compile warns. The other way round, outputs that share the plan's
+memory where eager's did not (two equal values the plan computed once, one returned through a
+view) get fresh memory on each replay (`OutputAliases.separate`).
 """
 from __future__ import annotations
 
@@ -100,10 +102,29 @@ def _through_views(source: Any, chain: tuple, xp: Any, dims: dict | None) -> Any
 class OutputAliases:
     """The aliased outputs of one plan, rebuilt from live tensors on every replay."""
 
-    def __init__(self, aliases: list[Alias], notes: list[str]):
+    def __init__(self, aliases: list[Alias], notes: list[str], eager_groups: tuple[int, ...] = ()):
         self.aliases = tuple(sorted(aliases, key=lambda a: a.how is not None))  # identities first
         self.notes = notes  # outputs that share memory in eager but come back as separate tensors
         self.by_identity = {a.index: a.source for a in aliases if a.how is None}
+        # output k's memory in eager: outputs with equal numbers shared memory, others did not
+        self.eager_groups = eager_groups
+
+    def separate(self, tensors: list[Tensor]) -> list[Tensor]:
+        """Give fresh memory to each output that shares the plan's memory with an earlier output
+        where eager's did not: a plan may compute two equal values once (two identical gathers
+        merged) and return a view of it too, and a write through one output must not show in
+        the other. The tensors keep their identity (and autograd node); only their arrays change."""
+        if len(tensors) < 2:
+            return tensors
+        first: dict[int, int] = {}  # id of a memory owner -> the eager group of its first output
+        for k, t in enumerate(tensors):
+            key = id(memory_owner(t._data))
+            group = self.eager_groups[k] if k < len(self.eager_groups) else -1 - k
+            seen = first.setdefault(key, group)
+            if seen != group:
+                t._data = t._data.copy()
+                t._base = None
+        return tensors
 
     def __bool__(self) -> bool:
         return bool(self.aliases)
@@ -198,7 +219,9 @@ def find_aliases(outputs: list[Tensor], sources: list[tuple[Source, Tensor]], gr
         strided = _strided_source(t, k, candidates)
         if strided is not None:
             aliases.append(Alias(k, *strided))
-    return OutputAliases(aliases, _unrebuilt_sharing(outputs, aliases))
+    owners: dict[int, int] = {}
+    groups = tuple(owners.setdefault(id(memory_owner(t._data)), len(owners)) for t in outputs)
+    return OutputAliases(aliases, _unrebuilt_sharing(outputs, aliases), groups)
 
 
 def _unrebuilt_sharing(outputs: list[Tensor], aliases: list[Alias]) -> list[str]:

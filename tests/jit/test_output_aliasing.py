@@ -67,7 +67,16 @@ def _reshape_and_base_after_write(x, m):
     return x.reshape(-1), x
 
 
+def _equal_values_and_a_view(x, m):
+    """Two equal gathers (a plan computes them once) and a view of the second: three separate memories
+    in eager, so a write through one output must not show in another (a fuzzer find)."""
+    index = kiln.tensor([[1, 0], [0, 1], [1, 1]])
+    first, second = kiln.gather(x, 1, index), kiln.gather(x, 1, index)
+    return second.reshape(-1), first
+
+
 PROGRAMS: dict[str, tuple[Callable, Callable | None]] = {
+    "equal_values_and_a_view": (_equal_values_and_a_view, None),
     "add_then_slice": (_add_then_slice, None),
     "same_twice": (_same_twice, None),
     "view_then_base": (_view_then_base, None),
