@@ -1,9 +1,10 @@
 """Element-wise losses: mse, l1, smooth_l1, huber, binary cross-entropy (on probabilities or logits)."""
 from __future__ import annotations
 
-from ..ops.primitive import ShapeError, trace_state
+from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .math import abs, add, clamp, div, exp, ge, gt, log, log1p, lt, mul, neg, relu, sub, sum, where
+from .random_fill import checked_probability
 from .reduction import check_reduction, legacy_reduction, reduce_loss, same_shape
 
 
@@ -85,17 +86,6 @@ def _check_weight_broadcasts(op: str, weight: Tensor, shape: tuple) -> None:
                          f"input's shape or one that broadcasts to it")
 
 
-def _check_probabilities(input: Tensor) -> None:  # noqa: A002
-    """Eager only: raise ValueError if an input lies outside [0, 1] (the compiled plan does not check)."""
-    if trace_state.tracer is not None:
-        return
-    data = input._data
-    if data.size and not ((data >= 0) & (data <= 1)).all():
-        raise ValueError(f"binary_cross_entropy: every input must be a probability in [0, 1], got values from "
-                         f"{float(data.min())} to {float(data.max())}; apply sigmoid first, or pass the logits "
-                         f"to binary_cross_entropy_with_logits")
-
-
 def _clamped_log(p: Tensor) -> Tensor:
     """log(p) clamped below at -100, with a finite gradient where p is 0."""
     positive = gt(p, 0.0)
@@ -124,7 +114,9 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     """
     reduction = check_reduction(legacy_reduction(size_average, reduce, reduction), "binary_cross_entropy")
     same_shape("binary_cross_entropy", input, target)
-    _check_probabilities(input)
+    # a check node while tracing, so a compiled replay raises on NaN or out-of-range inputs as eager does
+    input = checked_probability("binary_cross_entropy", input,  # noqa: A001
+                                fix="apply sigmoid first, or pass the logits to binary_cross_entropy_with_logits")
     loss = _bce(input, target)
     if weight is not None:
         _check_weight_broadcasts("binary_cross_entropy", weight, tuple(input.shape))

@@ -32,12 +32,14 @@ class RandomRangeError(ValueError, RuntimeError):
     RuntimeError there; this is both a ValueError and a RuntimeError."""
 
 
-def checked_probability(op: str, p: Tensor) -> Tensor:
-    """`p` after checking that it holds probabilities in [0, 1] (ProbabilityError); while tracing, a check node."""
+def checked_probability(op: str, p: Tensor, fix: str | None = None) -> Tensor:
+    """`p` after checking that it holds probabilities in [0, 1] (ProbabilityError, ending with `fix`
+    when given); while tracing, a check node, so every compiled replay repeats the check."""
+    params = {"op": op} if fix is None else {"op": op, "fix": fix}
     if trace_state.tracer is None:
-        _CHECK.kernel(p._device._xp or p._device.xp, p._data, op=op)
+        _CHECK.kernel(p._device._xp or p._device.xp, p._data, **params)
         return p
-    return bind(_CHECK, (p,), {"op": op})
+    return bind(_CHECK, (p,), params)
 
 
 def _probability(op: str, p: Any, shape: tuple) -> Any:

@@ -237,7 +237,7 @@ LOWERINGS: dict[str, Lower] = {
     "flip": _flip, "gather": _gather, "scatter_add": _scatter_add, "index": lower_index,
     "sum": _reduce("ReduceSum", 13), "max": _reduce("ReduceMax", 18), "prod": _reduce("ReduceProd", 18),
     "argmax": _argmax, "cumsum": _cumsum, "einsum": _einsum, "unfold2d": _unfold2d,
-    "check_index": _check, "check_targets": _check, "check_divisor": _check,
+    "check_index": _check, "check_targets": _check, "check_divisor": _check, "check_probability": _check,
     "uniform": _random, "normal": _random,
 }
 

@@ -45,7 +45,9 @@ class Check(Primitive):
         return x
 
     def vjp(self, g, inputs, node, **params):
-        return (None,)  # indices, targets and integer divisors have no gradient
+        # an identity: a float input's gradient passes through (binary_cross_entropy's probabilities);
+        # indices, targets and integer divisors never ask for one
+        return (g,)
 
 
 class CheckIndex(Check):
@@ -122,10 +124,10 @@ class CheckProbability(Check):
 
     name = "check_probability"
 
-    def kernel(self, xp, p, *, op):
+    def kernel(self, xp, p, *, op, fix=None):
         if p.size and not bool(((p >= 0) & (p <= 1)).all()):
             bad = p[~((p >= 0) & (p <= 1))].reshape(-1)[0]
-            raise ProbabilityError(f"{op}: probabilities must lie in [0, 1], got {float(bad)!r}; clamp them "
-                                   "first, e.g. p.clamp(0, 1), or pass probabilities rather than logits "
-                                   "(p = logits.sigmoid())")
+            raise ProbabilityError(f"{op}: probabilities must lie in [0, 1], got {float(bad)!r}; " + (
+                fix or "clamp them first, e.g. p.clamp(0, 1), or pass probabilities rather than logits "
+                       "(p = logits.sigmoid())"))
         return p

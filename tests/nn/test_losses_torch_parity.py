@@ -348,6 +348,24 @@ def test_weighted_mse_and_l1_means_divide_by_the_weight_sum():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), 1.5, -0.25])
+def test_compiled_bce_checks_its_probabilities_as_eager_does(bad):
+    """The check is a graph node: a replayed plan raises on NaN or out-of-range input too (a fuzzer find)."""
+    from kiln.ops.checks import ProbabilityError
+
+    f = kiln.compile(lambda p, t: F.binary_cross_entropy(p, t))
+    t = kiln.tensor([[0.0, 1.0], [1.0, 0.0]])
+    good = kiln.tensor([[0.25, 0.5], [0.75, 0.125]], requires_grad=True)
+    for _ in range(2):  # trace, then replay
+        loss = f(good, t)
+        loss.backward()
+    np.testing.assert_array_equal(loss.detach().numpy(), F.binary_cross_entropy(good, t).detach().numpy())
+    broken = kiln.tensor([[0.25, bad], [0.75, 0.125]])
+    for fn in (F.binary_cross_entropy, f):
+        with pytest.raises(ProbabilityError, match="binary_cross_entropy: probabilities must lie in"):
+            fn(broken, t)
+
+
 def test_bce_gradient_at_saturated_probabilities_matches_torch():
     p, t = np.array([0.0, 1.0, 0.5, 1e-13]), np.array([0.3, 0.7, 1.0, 0.2])
     kp, tp = kiln.tensor(p, requires_grad=True), torch.tensor(p, requires_grad=True)
