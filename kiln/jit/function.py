@@ -246,12 +246,11 @@ class JITFunction:
                 self.stats.fallbacks += 1
             return self._call_eager(args, kwargs)
         start = time.perf_counter()
-        try:
-            return entry.run(leaves, dims)
-        finally:  # a replay that raises (a check node on bad data, as eager raises) still hit the cache
-            with self._lock:
-                self.stats.hits += 1
-                self.stats.total_cached_exec_time_ms += (time.perf_counter() - start) * 1e3
+        out = entry.run(leaves, dims)
+        with self._lock:
+            self.stats.hits += 1
+            self.stats.total_cached_exec_time_ms += (time.perf_counter() - start) * 1e3
+        return out
 
     def _flatten_call(self, args: tuple, kwargs: dict) -> tuple[list, Any]:
         """flatten((args, kwargs)), with a shortcut for the common all-tensor positional call."""

@@ -322,3 +322,40 @@ def test_padded_convolutions_whose_im2col_loops_gcc_miscompiled(program):
     # The native unfold2d's loops tested each element, then each row, for padding; GCC 12.2 at -O3
     # with -march=native vectorized both into code that wrote padding over copied rows (up to 2.9 off).
     assert_agrees(program)
+
+
+def test_a_0d_softmax_in_a_plan_with_a_symbolic_dim():
+    # Symbolic fusion looked up the size of the reduced axis 0 of a 0-d input: IndexError, with
+    # dynamic_dims on the other argument only.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((), 'float32'),                                                    # v0
+        Input((1,), 'float32'),                                                  # v1
+        Op('softmax', (0,), {'dim': 0}),                                         # v2
+    ], outputs=(2,)))
+
+
+def test_two_equal_gathers_and_a_view_of_one_come_back_in_separate_memory():
+    # The plan computed the two gathers once and returned the reshape as a view of it: a write
+    # through one output showed in the other, where eager's outputs share no memory.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((1,), 'float32'),                                                  # v0
+        Input((1,), 'int64', fill='index:1'),                                    # v1
+        Op('gather', (0, 1), {'dim': 0}),                                        # v2
+        Op('gather', (0, 1), {'dim': 0}),                                        # v3
+        Op('reshape', (3,), {'shape': ()}),                                      # v4
+    ], outputs=(4, 2)))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_binary_cross_entropy_checks_nan_probabilities_when_replayed(seed):
+    # Eager raised on NaN probabilities (sigmoid of NaN); the compiled plan did not check. The
+    # check is now a graph node; a call that raises is not counted in the stats (seed 1: the
+    # first call's data is clean, the replay's is not).
+    program = Program(dtype='float32', seed=seed, stmts=[
+        Input((2, 2), 'float32', fill='special'),                                # v0
+        Op('sigmoid', (0,)),                                                     # v1
+        Input((2, 2), 'float32', fill='unit'),                                   # v2
+        Op('bce', (1, 2), {'reduction': 'mean'}),                                # v3
+    ], outputs=(3,))
+    result = check_program(program)
+    assert not result.mismatches, "\n".join(result.mismatches)
