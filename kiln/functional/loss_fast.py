@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import autograd
 from ..autograd import Node
-from ..ops.primitive import REGISTRY, Primitive, trace_state
+from ..ops.primitive import REGISTRY, Primitive, array_vjp, trace_state
 from ..ops.quiet import quiet
 from ..tensor import Tensor
 
@@ -44,7 +44,7 @@ class _CrossEntropyIndices(Primitive):
     saves_inputs = ()  # the VJP reads only arrays of its own forward, which nobody else holds
 
     def vjp(self, g: Tensor, inputs: tuple, node: Node, **params: Any) -> tuple:
-        if autograd.is_grad_enabled() or trace_state.tracer is not None or g._data.dtype != params["e"].dtype:
+        if not array_vjp(g) or g._data.dtype != params["e"].dtype:
             return _decomposed_vjp(g, inputs, params)
         return (Tensor._wrap(_backward(g._data, **params), inputs[0]._device), None)
 

@@ -42,6 +42,18 @@ def windowed(shape: tuple, axes: tuple) -> bool:
     return 2 <= count <= _WINDOW_LIMIT and len(axes) != len(shape) and math.prod(shape) >= 4096 * count
 
 
+def window_slices(shape: tuple, axes: tuple) -> list[tuple]:
+    """The index of each window slice: one position on every window axis, whole elsewhere, in
+    row-major order of the positions (the order `window_reduce` combines them in)."""
+    slices = []
+    for combo in itertools.product(*[range(shape[a]) for a in axes]):
+        index: list[Any] = [slice(None)] * len(shape)
+        for a, i in zip(axes, combo):
+            index[a] = i
+        slices.append(tuple(index))
+    return slices
+
+
 def window_reduce(xp: Any, ufunc: Any, x: Any, axes: tuple, keepdims: bool) -> Any:
     """Reduce a few small axes of a large (often strided) array by chaining `ufunc` over slices.
 
@@ -51,13 +63,9 @@ def window_reduce(xp: Any, ufunc: Any, x: Any, axes: tuple, keepdims: bool) -> A
     """
     if not windowed(tuple(x.shape), tuple(axes)):
         return None
-    sizes = [x.shape[a] for a in axes]
     out = None
-    for combo in itertools.product(*[range(n) for n in sizes]):
-        index = [slice(None)] * x.ndim
-        for a, i in zip(axes, combo):
-            index[a] = i
-        part = x[tuple(index)]
+    for index in window_slices(tuple(x.shape), axes):
+        part = x[index]
         out = part.copy() if out is None else ufunc(out, part, out=out)
     if keepdims:
         out = out.reshape(reduced_shape(x.shape, axes, True))
@@ -76,12 +84,7 @@ def window_max_grad(g: Any, x: Any, out: Any, axes: tuple) -> Any:
     """
     kept = reduced_shape(x.shape, axes, False)
     peak = out.reshape(kept)
-    slices = []
-    for combo in itertools.product(*[range(x.shape[a]) for a in axes]):
-        index = [slice(None)] * x.ndim
-        for a, i in zip(axes, combo):
-            index[a] = i
-        slices.append(tuple(index))
+    slices = window_slices(tuple(x.shape), axes)
     masks = [(x[index] == peak).astype(x.dtype) for index in slices]
     count = masks[0].copy()
     for mask in masks[1:]:
