@@ -4,8 +4,9 @@
     python examples/char_gpt.py --steps 3 --d-model 16 --layers 1 --block-size 16 --sample-chars 20
 
 The model is built from stock layers (nn.Embedding, nn.TransformerEncoder with a causal mask,
-nn.Linear), the model is compiled with kiln.compile for training, and sampling keeps the
---top-k likeliest characters and draws the next one with kiln.multinomial.
+nn.Linear) and compiled with kiln.compile for training. Sampling keeps the --top-k likeliest
+characters, draws one with kiln.multinomial, and runs each new character alone against a
+key/value cache per layer (`cached_forward`, compiled too: one plan for every position).
 """
 import argparse
 from pathlib import Path
@@ -53,28 +54,57 @@ def loss_fn(model, x, y):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
+def cached_forward(model, idx, pos, caches):
+    """The model's eval forward of tokens idx (B, t) at positions pos (t,), its attention taken apart
+    to write their keys and values into caches[layer] (B, heads, block_size, d / heads) in place."""
+    b, t = idx.shape
+    x = model.tok_emb(idx) + model.pos_emb(pos)
+    visible = kiln.arange(model.block_size).unsqueeze(0) <= pos.unsqueeze(1)  # (t, block_size)
+    for layer, (keys, values) in zip(model.blocks.layers, caches):
+        attn, d = layer.self_attn, x.shape[-1]
+        q, k, v = F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias).split(d, dim=-1)
+        q, k, v = (z.reshape(b, t, attn.num_heads, -1).transpose(1, 2) for z in (q, k, v))
+        keys.index_copy_(2, pos, k)
+        values.index_copy_(2, pos, v)
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible)
+        x = x + attn.out_proj(y.transpose(1, 2).reshape(b, t, d))
+        x = x + layer.linear2(layer.activation(layer.linear1(layer.norm2(x))))
+    return model.head(model.blocks.norm(x))
+
+
+def sample(logits, top_k):
+    top, _ = kiln.topk(logits, min(top_k, logits.shape[-1]))
+    logits[logits < top[:, [-1]]] = -float("inf")
+    return kiln.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+
+
 @kiln.no_grad()
-def generate(model, idx, new_chars, top_k):
-    for _ in range(new_chars):
-        logits = model(idx[:, -model.block_size:])[:, -1, :]
-        top, _ = kiln.topk(logits, min(top_k, logits.shape[-1]))
-        logits[logits < top[:, [-1]]] = -float("inf")
-        idx = kiln.cat([idx, kiln.multinomial(F.softmax(logits, dim=-1), num_samples=1)], dim=1)
+def generate(model, idx, new_chars, top_k, step=None):
+    """idx (B, t) and new_chars sampled tokens: through the caches and `step` (default cached_forward)
+    while the text fits in block_size, else rerunning the last block_size tokens for each."""
+    b, t = idx.shape
+    if t + new_chars > model.block_size:
+        for _ in range(new_chars):
+            idx = kiln.cat([idx, sample(model(idx[:, -model.block_size:])[:, -1, :], top_k)], dim=1)
+        return idx
+    step = step or (lambda *args: cached_forward(model, *args))
+    heads = model.blocks.layers[0].self_attn.num_heads
+    shape = (b, heads, model.block_size, model.head.in_features // heads)
+    caches = [(kiln.zeros(*shape), kiln.zeros(*shape)) for _ in model.blocks.layers]
+    logits = step(idx, kiln.arange(t), caches)
+    for i in range(new_chars):
+        if i:
+            logits = step(idx[:, -1:], kiln.arange(t + i - 1, t + i), caches)
+        idx = kiln.cat([idx, sample(logits[:, -1, :], top_k)], dim=1)
     return idx
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=600)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--block-size", type=int, default=64)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=2)
+    for name, default in [("steps", 600), ("batch-size", 32), ("block-size", 64), ("d-model", 64), ("heads", 4),
+                          ("layers", 2), ("top-k", 5), ("sample-chars", 63), ("seed", 0)]:
+        p.add_argument(f"--{name}", type=int, default=default)  # past block_size - 1, sampling is uncached
     p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--top-k", type=int, default=5)
-    p.add_argument("--sample-chars", type=int, default=300)
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
     kiln.manual_seed(args.seed)
@@ -99,8 +129,9 @@ def main():
         val_loss = loss_fn(compiled, *get_batch(val_data, args.batch_size, args.block_size))
     print(f"val loss {val_loss:.4f}")
     start = kiln.tensor([[chars.index("\n")]])
-    sample = generate(model, start, args.sample_chars, args.top_k)
-    print("sample:\n" + "".join(chars[i] for i in sample[0].tolist()))
+    step = kiln.compile(lambda idx, pos, caches: cached_forward(model, idx, pos, caches))
+    text = generate(model, start, args.sample_chars, args.top_k, step)
+    print("sample:\n" + "".join(chars[i] for i in text[0].tolist()))
 
 
 if __name__ == "__main__":

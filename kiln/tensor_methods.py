@@ -51,7 +51,7 @@ _PLAIN = {
     "unsqueeze": shape.unsqueeze, "permute": shape.permute, "transpose": shape.transpose,
     "swapaxes": shape.swapaxes, "t": shape.t, "expand": shape.expand, "broadcast_to": shape.broadcast_to,
     "split": shape.split, "chunk": shape.chunk, "narrow": shape.narrow, "unbind": shape.unbind,
-    "select": shape.select, "flip": shape.flip, "gather": shape.gather, "index_select": shape.index_select,
+    "select": shape.select, "flip": shape.flip, "gather": shape.gather, "index_select": shape.index_select, "index_copy": shape.index_copy,
     "masked_fill": shape.masked_fill, "tril": shape.tril, "triu": shape.triu, "clone": shape.clone,
     "contiguous": shape.contiguous, "movedim": shape.movedim, "scatter_add": shape.scatter_add,
     "take_along_dim": shape.take_along_dim, "roll": shape.roll,
@@ -275,6 +275,8 @@ def _normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any =
 Tensor.zero_ = _zero_
 Tensor.fill_ = _fill_
 Tensor.copy_ = _copy_
+Tensor.index_copy_ = lambda self, dim, index, source: apply_inplace(
+    self, lambda old: shape.index_copy(old, dim, index, source), source)
 Tensor.__setitem__ = _setitem
 Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_

@@ -1,6 +1,6 @@
 """Workload `dynamic`: shapes that change and Python that branches, compiled and eager.
 
-Three cases, each with the target it is measured against:
+Five cases, each with the target it is measured against:
 
 * **djit with a branch.** An MLP 256-256-256-10 with a softmax, batch 32, whose forward
   takes ``if h.sum() > 0:`` on its hidden layer: kiln eager, ``kiln.djit`` (it retraces every
@@ -20,6 +20,11 @@ Three cases, each with the target it is measured against:
   for the prompt, then one call per token on the newest token alone, its cache growing by one
   each call (`decode_step`). kiln eager, ``kiln.compile(decode_step)`` (no flags: the cache's
   length becomes dynamic) and torch eager. Target: kiln <= 1.0x torch eager per token.
+* **Fixed-size KV-cache decoding** (what ``kiln.models.GPT.generate`` does). The caches are
+  block-sized buffers written in place at each token's position (``index_copy_``), and
+  attention masks the positions not yet written (`fixed_cache_step`), so every decode call
+  has the same shapes: ``kiln.compile`` makes one plan for the prompt and one for every token.
+  Same columns and target.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ from .timing import Timing, measure, repeat_calls
 
 NAME = "dynamic"
 DESCRIPTION = ("changing shapes: djit with a branch, a varying batch, greedy GPT generation and KV-cache "
-               "decoding vs eager and torch")
+               "decoding (grown and fixed-size caches) vs eager and torch")
 
 BATCHES = (8, 16, 24, 32, 40)
 GPT_SIZES = {"vocab": 512, "d": 384, "heads": 6, "layers": 4, "block": 128}
@@ -214,6 +219,54 @@ def decode_case(kiln: ModuleType, torch: ModuleType | None, args: argparse.Names
                           _decode)
 
 
+def fixed_cache_step(lib: ModuleType, model: Any, heads: int) -> Callable:
+    """One step of decoding with fixed-size caches: ``step(idx, input_pos, caches)`` runs tokens `idx`
+    (B, t) at positions `input_pos` (t,), writes their keys and values into `caches` ((keys, values)
+    of shape (B, heads, block, d / heads) per layer) in place, and returns the last position's logits.
+    Each position attends to the written positions up to its own."""
+    F = lib.nn.functional
+
+    def step(idx: Any, input_pos: Any, caches: list) -> Any:
+        b, t = idx.shape
+        x = model.tok(idx) + model.pos(input_pos)
+        for block, (cache_k, cache_v) in zip(model.blocks, caches):
+            h = block.ln1(x)
+            c = h.shape[-1]
+            q, k, v = block.attn.qkv(h).split(c, dim=2)
+            q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+            cache_k.index_copy_(2, input_pos, k)
+            cache_v.index_copy_(2, input_pos, v)
+            visible = lib.arange(cache_k.shape[2]).unsqueeze(0) <= input_pos.unsqueeze(1)
+            y = F.scaled_dot_product_attention(q, cache_k, cache_v, attn_mask=visible)
+            x = x + block.attn.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+            x = x + block.mlp(block.ln2(x))
+        return model.head(model.ln_f(x[:, -1:, :]))
+
+    return step
+
+
+def _fixed_decode(lib: ModuleType, step: Callable, prompt: Any, tokens: int, sizes: dict) -> tuple[Any, float]:
+    """Greedy decoding with fixed-size caches: the prompt in one call, then a call per token."""
+    shape = (prompt.shape[0], sizes["heads"], sizes["block"], sizes["d"] // sizes["heads"])
+    caches = [(lib.zeros(*shape), lib.zeros(*shape)) for _ in range(sizes["layers"])]
+    idx, last, length = prompt, prompt, prompt.shape[1]
+    start = time.perf_counter()
+    with lib.no_grad():
+        logits = step(prompt, lib.arange(length), caches)
+        for i in range(tokens):
+            last = logits[:, -1, :].argmax(-1, keepdim=True)
+            idx = lib.cat([idx, last], 1)
+            if i + 1 < tokens:
+                logits = step(last, lib.arange(length + i, length + i + 1), caches)
+    return idx, time.perf_counter() - start
+
+
+def fixed_decode_case(kiln: ModuleType, torch: ModuleType | None, args: argparse.Namespace) -> dict:
+    """Decoding with fixed-size caches through `fixed_cache_step` (kiln.compile of it): see `_token_columns`."""
+    return _token_columns(kiln, torch, args,
+                          lambda lib, model, sizes: fixed_cache_step(lib, model, sizes["heads"]), _fixed_decode)
+
+
 # ---- command line -----------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=20, help="timed samples per column (default 20)")
@@ -233,8 +286,21 @@ def _table(title: str, rows: list[tuple[str, Timing, float]], unit: float, targe
     return f"{title}\n{table.render()}\ntarget: {target}"
 
 
+def _print_decode(title: str, decode: dict) -> None:
+    table = Table(["column", "ms/token", "/ kiln eager", "/ torch eager"])
+    for name in ("kiln eager", "kiln.compile first pass", "kiln.compile later passes", "torch eager"):
+        if name in decode:
+            to_torch = decode[name] / decode["torch eager"] if "torch eager" in decode else None
+            table.add_row([name, f"{decode[name]:.2f}", fmt_ratio(decode[name] / decode["kiln eager"]),
+                           fmt_ratio(to_torch)])
+    print(f"\n{title}")
+    print(table.render())
+    print(f"compiled traces: {decode['traces']}; every column generated the same tokens: {decode['same tokens']}")
+    print("target: kiln <= 1.0x torch eager per token")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Measure the four cases, print their tables, maybe write JSON."""
+    """Measure the five cases, print their tables, maybe write JSON."""
     import kiln  # noqa: PLC0415
 
     if args.repeat < 1 or args.warmup < 0 or args.passes < 1:
@@ -266,23 +332,17 @@ def run(args: argparse.Namespace) -> int:
           f"{generation['same tokens']}")
     print("target: the compiled first pass <= 1.0x kiln eager, later passes <= 0.5x")
     decode = decode_case(kiln, torch, args)
-    table = Table(["column", "ms/token", "/ kiln eager", "/ torch eager"])
-    for name in ("kiln eager", "kiln.compile first pass", "kiln.compile later passes", "torch eager"):
-        if name in decode:
-            to_torch = decode[name] / decode["torch eager"] if "torch eager" in decode else None
-            table.add_row([name, f"{decode[name]:.2f}", fmt_ratio(decode[name] / decode["kiln eager"]),
-                           fmt_ratio(to_torch)])
-    print(f"\nKV-cache decoding, the same GPT, {decode['tokens']} tokens")
-    print(table.render())
-    print(f"compiled traces: {decode['traces']}; every column generated the same tokens: {decode['same tokens']}")
-    print("target: kiln <= 1.0x torch eager per token")
+    _print_decode(f"KV-cache decoding, the same GPT, {decode['tokens']} tokens, caches grown by cat", decode)
+    fixed = fixed_decode_case(kiln, torch, args)
+    _print_decode(f"KV-cache decoding, fixed-size caches written in place (as GPT.generate), "
+                  f"{fixed['tokens']} tokens", fixed)
     if any(is_noisy(t) for _, t, _ in branch + batch):
         print(NOISY_NOTE)
     if args.json:
         payload = {"workload": NAME,
                    "branch": [{"column": n, "timing": t.as_dict(1e-3), "ratio": r} for n, t, r in branch],
                    "batch": [{"column": n, "timing": t.as_dict(1e-3), "ratio": r} for n, t, r in batch],
-                   "generation": generation, "decode": decode}
+                   "generation": generation, "decode": decode, "fixed-size decode": fixed}
         try:
             print(f"wrote {write_json(args.json, payload)}")
         except OSError as exc:

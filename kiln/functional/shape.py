@@ -366,6 +366,39 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return bind_index(x, [index], spec)
 
 
+def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """A copy of x whose entries at `index` along dim are replaced by `source`'s, in order
+    (``out.select(dim, index[i]) = source.select(dim, i)``); PyTorch's ``torch.index_copy``.
+
+    `index` is a 1-D (or 0-d) integer tensor of positions in ``[0, x.shape[dim])``; `source` has
+    x's shape with ``len(index)`` at dim. Both x and source get gradients.
+
+    >>> cache = kiln.zeros(1, 2, 8, 4)
+    >>> cache.index_copy_(2, kiln.tensor([3]), kiln.ones(1, 2, 1, 4)).sum()
+    tensor(8.)
+    """
+    d = normalize_axes(dim, x.ndim, "index_copy")[0]
+    index = _as_tensor(index)
+    _check_integer_index(index, "index_copy")
+    if index.ndim > 1:
+        raise ShapeError(f"index_copy: index must be 1-D (or 0-d), got shape {tuple(index.shape)}")
+    if not isinstance(source, Tensor):
+        raise TypeError(f"index_copy: source must be a Tensor, got {type(source).__name__}")
+    count = 1 if index.ndim == 0 else index.shape[0]
+    want = tuple(count if i == d else n for i, n in enumerate(x.shape))
+    have = tuple(source.shape) if source.ndim == x.ndim else None
+    if have is None and index.ndim == 0 and source.ndim == x.ndim - 1:  # a 0-d index: source lacks the dim
+        source, have = unsqueeze(source, d), want
+    if have != want:
+        raise ShapeError(f"index_copy: source of shape {tuple(source.shape)} does not fit: expected {want} "
+                         f"(x's shape {tuple(x.shape)} with the {count} indexed positions at dim {d})")
+    index = checked_index("index_copy", index, x, d)
+    if index.ndim == 0:
+        index = reshape(index, (1,))
+    spec = tuple(("t",) if i == d else ("s", None, None, None) for i in range(x.ndim))
+    return index_put(x, source, [index], spec)
+
+
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = x[i][index[i][j]] for dim=1 (PyTorch semantics: indices in [0, size), no negatives)."""
     d = normalize_axes(dim, x.ndim, "gather")[0]

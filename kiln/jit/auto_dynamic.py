@@ -180,7 +180,9 @@ def describe_marked(marked: list[MarkedDim], argument_of_leaf: Any) -> list[str]
     for m in marked:
         where = f"dim {m.dim} of argument {argument_of_leaf(m.leaf)}"
         why = f"its size changed ({m.old} -> {m.new})" if m.old is not None else "dynamic=True"
+        special = (f"; this call's size {m.new} stays specialized, with a plan of its own"
+                   if isinstance(m.new, int) and not dynamic_key_dim(m.new) else "")
         lines.append(f"  dynamic: {where} is now the symbolic size {m.name}, because {why}; one plan serves "
-                     "its other sizes (sizes 0 and 1 stay specialized). kiln.compile(..., dynamic=False) "
-                     "turns this off")
+                     f"its other sizes (sizes 0 and 1 stay specialized){special}. kiln.compile(..., "
+                     "dynamic=False) turns this off")
     return lines

@@ -432,6 +432,9 @@ case("index_select", lambda L, x, i: L.index_select(x, 0, i), [S(4, 3), K([0, 2,
      [S(4, 3), K([1])])
 case("index_select_0d", lambda L, x, i: L.index_select(x, 1, i), [S(2, 4), K(3)])
 case("index_select_dim1", lambda L, x, i: x.index_select(1, i), [S(2, 4, 3), K([3, 0, 3])])
+case("index_copy", lambda L, x, i, s: L.index_copy(x, 0, i, s), [S(4, 3), K([2, 0]), S(2, 3)])
+case("index_copy_dim2", lambda L, x, i, s: x.index_copy(2, i, s), [S(1, 2, 5, 3), K([4]), S(1, 2, 1, 3)])
+case("index_copy_inplace", lambda L, x, i, s: (x * 1.0).index_copy_(1, i, s), [S(2, 4), K([3, 1]), S(2, 2)])
 case("tril", lambda L, x: L.tril(x), [S(3, 4)], [S(2, 3, 3)], [S(4, 2)])
 case("tril_triu_int_bool", lambda L, i, m: (L.tril(i), L.triu(m, 1), L.tril(i.float(), -1)), [I((3, 4), 9), M((4, 3))],
      grad=False)
