@@ -15,6 +15,7 @@ from .device import CPU, Device, get_device, is_device_spec
 from .dtypes import (DType, DTypeOverflowError, check_array_fits, default_float, from_numpy_dtype, get_dtype,
                      lossless_array, overflow_error)
 from .ops import primitive
+from .ops.pending import PendingArray
 
 
 class Tensor:
@@ -236,7 +237,10 @@ class Tensor:
         tracer = primitive.trace_state.tracer
         if tracer is not None:
             tracer.on_concretize(self, why)
-        return self._data
+        data = self._data
+        if data.__class__ is PendingArray:  # recorded by djit: computed now (kiln/jit/lazy.py)
+            data = self._data = data.realize()
+        return data
 
     def item(self) -> Any:
         """The value of a one-element tensor as a Python number."""
@@ -573,6 +577,8 @@ def _private_copy(g: Tensor) -> Tensor:
 def _to_host(data: Any) -> np.ndarray:
     if isinstance(data, np.ndarray):
         return data
+    if data.__class__ is PendingArray:
+        return data.realize()
     return data.get()  # cupy
 
 

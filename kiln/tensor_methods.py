@@ -15,6 +15,7 @@ from .functional import scatter as scatters
 from .functional import trig
 from .dtypes import check_fits
 from .ops import primitive
+from .ops.pending import PendingArray
 from .ops.primitive import REGISTRY, bind_binary
 from .tensor import Tensor
 
@@ -170,6 +171,11 @@ def _check_inplace_autograd(self: Tensor, others: tuple) -> bool:
 
 def apply_inplace(self: Tensor, compute: Callable[[Tensor], Tensor], *others: Any) -> Tensor:
     """Run `compute(old_self)` out of place, then make `self` hold the result."""
+    lazy = primitive.trace_state.lazy
+    if lazy is not None:  # djit: ops recorded before this one read the old values (kiln/jit/lazy.py)
+        lazy.realize()
+    if self._data.__class__ is PendingArray:
+        self._data = self._data.realize()
     record = _check_inplace_autograd(self, others)
     tracer = primitive.trace_state.tracer
     if record:

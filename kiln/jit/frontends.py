@@ -9,40 +9,53 @@ from ..ops.primitive import trace_state
 from . import debug
 from .function import JITFunction
 from .ir import Graph
+from .lazy import LazyRecorder, SegmentPlans
 from .passes import DeadNodeElim, NoGradStrip, Pipeline, inference_pipeline, run_pass
 from .trace import trace
 
 
 class DynamicJITFunction(JITFunction):
-    """djit: retrace on every call (data-dependent Python works) and reuse plans by graph structure."""
+    """djit: the function's Python runs on every call, with its tensor ops recorded instead of run; a
+    value Python needs (a branch on a tensor, ``.item()``) or the return runs what is pending as one
+    compiled plan, kept per graph structure (kiln/jit/lazy.py)."""
 
     def __init__(self, fn: Callable, show_graph: bool = False, auto_device: bool = True):
         super().__init__(fn, show_graph=show_graph, auto_device=auto_device)
-        self._plans: dict[int, Any] = {}
+        self._segments = SegmentPlans(self._lower_timed, self._optimize, self._on_new_structure, self.stats,
+                                      self._lock)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._place_on_gpu:
             args, kwargs = to_gpu(args), to_gpu(kwargs)
-        if trace_state.tracer is not None:
-            return self._fn(*args, **kwargs)
-        start = time.perf_counter()
-        traced = trace(self._fn, args, kwargs)
+        if trace_state.tracer is not None or trace_state.lazy is not None:
+            return self._fn(*args, **kwargs)  # inside a trace or another djit call: part of it
         with self._lock:
             self.stats.traces += 1
-            debug.log_trace(self.__name__, traced.graph)
-            graph = run_pass(Pipeline([NoGradStrip(), DeadNodeElim()]), traced.graph)
-            h = graph.structure_hash()
-            if h in self._plans:
-                self.stats.hits += 1
-            else:
-                self.stats.misses += 1
-                debug.log_miss(self.__name__, self.stats.misses, ["new graph structure"])
-                self._plans[h] = self._lower(run_pass(inference_pipeline(), graph))
-                if self.show_graph:
-                    print(graph.to_text())
-                self.stats.cache_size = len(self._plans)
-            self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
-        return traced.result
+        recorder = LazyRecorder(self._segments)
+        trace_state.lazy = recorder
+        try:
+            result = self._fn(*args, **kwargs)
+        finally:
+            trace_state.lazy = None
+        recorder.realize()  # what the result (or anything else still referenced) holds
+        return result
+
+    def _optimize(self, graph: Graph) -> Graph:
+        return run_pass(inference_pipeline(), graph)
+
+    def _lower_timed(self, graph: Graph) -> Any:
+        start = time.perf_counter()
+        try:
+            return self._lower(graph)
+        finally:
+            with self._lock:
+                self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
+
+    def _on_new_structure(self, graph: Graph) -> None:
+        debug.log_trace(self.__name__, graph)
+        debug.log_miss(self.__name__, self.stats.misses + 1, ["new graph structure"])
+        if self.show_graph:
+            print(graph.to_text())
 
 
 class StaticJITFunction(JITFunction):

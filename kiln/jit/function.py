@@ -215,6 +215,14 @@ class JITFunction:
 
     # ---- the call path --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        lazy = trace_state.lazy
+        if lazy is not None:  # inside a djit call: what it recorded runs first, then this plan, unrecorded
+            lazy.realize()
+            trace_state.lazy = None
+            try:
+                return self(*args, **kwargs)
+            finally:
+                trace_state.lazy = lazy
         if self._place_on_gpu:
             args, kwargs = to_gpu(args), to_gpu(kwargs)
         if trace_state.tracer is not None:  # inside another trace: inline, so the outer graph sees it

@@ -78,6 +78,7 @@ class Primitive:
 
 class _TraceState(threading.local):
     tracer: Any = None
+    lazy: Any = None  # a djit call's LazyRecorder (kiln/jit/lazy.py): ops are recorded, not run
 
 
 trace_state = _TraceState()
@@ -127,6 +128,11 @@ def _mark_view(prim: Primitive, inputs: tuple, data: Any, out: Any, device: Any)
 
 def bind(prim: Primitive, inputs: tuple, params: dict) -> Tensor:
     """Apply `prim` to tensors `inputs` with static `params`; the core of eager execution."""
+    lazy = trace_state.lazy
+    if lazy is not None:
+        deferred = lazy.defer(prim, inputs, params)
+        if deferred is not None:
+            return deferred
     if inputs:
         device = inputs[0]._device
         if len(inputs) > 1:
@@ -169,6 +175,11 @@ _NO_PARAMS: dict = {}
 
 def bind_binary(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
     """`bind` for a two-input primitive without params (the arithmetic operators' fast path)."""
+    lazy = trace_state.lazy
+    if lazy is not None:
+        deferred = lazy.defer(prim, (a, b), _NO_PARAMS)
+        if deferred is not None:
+            return deferred
     device = a._device
     if b._device is not device:
         check_same_device(prim.name, (a, b))

@@ -145,7 +145,7 @@ def test_module_state_writes_are_counted(monkeypatch, jit_log):
     assert message.startswith("trace BatchNorm1d:") and "3 state writes" in message
 
 
-def test_djit_logs_each_trace_and_each_new_structure(monkeypatch, jit_log):
+def test_djit_logs_each_new_structure(monkeypatch, jit_log):
     monkeypatch.setenv("KILN_DEBUG", "trace,miss")
 
     @kiln.djit
@@ -155,8 +155,10 @@ def test_djit_logs_each_trace_and_each_new_structure(monkeypatch, jit_log):
     g(kiln.ones(2))
     g(kiln.ones(2))
     messages = _messages(jit_log)
+    # two graphs per call (x.sum() for .item(), then x * 2), each structure logged once, when new
     assert sum(m.startswith("trace g:") for m in messages) == 2
-    assert [m for m in messages if m.startswith("cache miss")] == ["cache miss #1 of g: new graph structure"]
+    assert [m for m in messages if m.startswith("cache miss")] == ["cache miss #1 of g: new graph structure",
+                                                                     "cache miss #2 of g: new graph structure"]
 
 
 def _run(code: str, env_value: str | None) -> subprocess.CompletedProcess:
