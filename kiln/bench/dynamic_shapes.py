@@ -3,9 +3,10 @@
 Five cases, each with the target it is measured against:
 
 * **djit with a branch.** An MLP 256-256-256-10 with a softmax, batch 32, whose forward
-  takes ``if h.sum() > 0:`` on its hidden layer: kiln eager, ``kiln.djit`` (it retraces every
-  call), and ``kiln.compile`` of the same MLP without the branch (static). Target: djit
-  <= 0.7x kiln eager.
+  takes ``if h.sum() > 0:`` on its hidden layer: kiln eager, ``kiln.djit`` (the Python runs
+  every call, its ops recorded and run as compiled plans), ``kiln.compile`` of it (a plan
+  per path, guarded on the branch value) and of the same MLP without the branch (static).
+  Target: djit <= 0.7x kiln eager.
 * **A varying batch.** The same MLP (no branch) for inference, one round = one call at each
   batch 8, 16, 24, 32, 40: kiln eager; ``kiln.compile`` with ``dynamic_dims`` naming the
   batch; ``kiln.compile`` with no flags (the first batch gets a static plan, the batch dim
@@ -82,6 +83,7 @@ def branch_case(kiln: ModuleType, args: argparse.Namespace) -> list[tuple[str, T
 
     x = _inputs(kiln, 32)
     columns = [("kiln eager, with the branch", with_branch), ("kiln.djit, with the branch", kiln.djit(with_branch)),
+               ("kiln.compile, with the branch (a plan per path)", kiln.compile(with_branch)),
                ("kiln.compile, no branch (static)", kiln.compile(without_branch))]
     out = []
     with kiln.no_grad():

@@ -329,6 +329,10 @@ def check_program(program: Program, backends: list[str] | None = None, dynamic: 
             returned = sum(run.error is None for run in runs)  # stats count only the calls that returned
             if eager_error is None and stats.hits + stats.misses + stats.fallbacks != returned:
                 problems.append(f"[{name}] stats do not add up over the {returned} calls that returned: {stats!r}")
+        lazy = kiln.djit(fn)  # records ops and runs them as plans where Python needs a value
+        for call in range(CALLS):
+            problems += compare_runs(f"[djit] call {call}", run_call(lazy, program, call), eager[call],
+                                     lambda call=call: spread(call))
         if eager_error is None and dynamic:
             problems += check_dynamic(program, backends, eager[0])
     return Result(problems, eager_error, fallback)

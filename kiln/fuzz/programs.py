@@ -272,6 +272,12 @@ def _input_inplace(method: str) -> Callable:
     return run
 
 
+def _branch(c, x, y):
+    """A Python branch on tensor data: x where c sums to more than 0, else y (broadcast together)."""
+    x, y = kiln.broadcast_tensors(x, y)
+    return x if c.sum() > 0 else y
+
+
 def _setitem(x, y=None, *, index, value=None):
     t = x.clone()
     t[index_tuple(index)] = y if y is not None else value
@@ -325,7 +331,7 @@ OPS: dict[str, Callable] = {
     "floor_divide": kiln.floor_divide,
     "lt": kiln.lt, "le": kiln.le, "gt": kiln.gt, "ge": kiln.ge, "eq": kiln.eq, "ne": kiln.ne,
     "logical_and": kiln.logical_and, "logical_or": kiln.logical_or,
-    "where": kiln.where, "masked_fill": lambda x, m, *, value: kiln.masked_fill(x, m, value),
+    "where": kiln.where, "branch": _branch, "masked_fill": lambda x, m, *, value: kiln.masked_fill(x, m, value),
     # reductions
     "sum": lambda x, *, dim, keepdim: kiln.sum(x, dim, keepdim),
     "mean": lambda x, *, dim, keepdim: kiln.mean(x, dim, keepdim),

@@ -228,6 +228,12 @@ def g_where(b: Builder) -> None:
     b.add_op("where", (c, x, y))
 
 
+def g_branch(b: Builder) -> None:
+    """``x if c.sum() > 0 else y``: Python branching on tensor data (compiled: a plan per path)."""
+    x = b.float_value()
+    b.add_op("branch", (b.float_value(), x, b.partner(x)))
+
+
 def g_masked_fill(b: Builder) -> None:
     x = b.float_value()
     m = g_bool_value(b, b.shape_of(x))
@@ -723,7 +729,7 @@ GENERATORS: list[Callable[[Builder], None]] = [
     g_unary, g_binary, g_scalar, g_reduce, g_reshape, g_movement, g_getitem, g_compare, g_where,
     g_masked_fill, g_logical, g_cast, g_clamp, g_const, g_cumsum, g_softmax, g_indexing, g_split, g_join,
     g_pad, g_tri, g_matmul, g_layer_norm, g_batch_norm, g_conv, g_pool, g_random, g_embedding, g_attention,
-    g_loss, g_inplace, g_input_inplace, g_constant, g_repeat, g_int, g_view_inplace, g_view_of_input,
+    g_loss, g_inplace, g_input_inplace, g_constant, g_repeat, g_int, g_view_inplace, g_view_of_input, g_branch,
 ]
 
 

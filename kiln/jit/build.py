@@ -70,6 +70,10 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
                                    diff.cotangent_outputs, diff.grad_inputs, requires, layout, device, binding)
         shape_guards += diff.shape_guards
     else:
+        branches = traced.tracer.branches
+        if branches:  # the plan returns each branch value after the user's outputs (branches.py)
+            graph = graph.copy()
+            graph.outputs.extend(value for value, _, _ in branches)
         with logging_passes(log):
             forward = run_pass(inference_pipeline(passes), graph)
         forward.observed_strides = observed_strides(forward, traced.tracer.real)
@@ -78,6 +82,7 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         finally:
             forward.observed_strides = None
         entry = InferenceEntry(forward, plan, layout, device, binding)
+        entry.branches = tuple(truth for _, truth, _ in branches)
     entry.shape_guards = unique_guards(shape_guards)
     entry.value_guards = tuple(traced.tracer.concretized)
     entry.data_epoch = DataEpoch.value  # held tensors are re-checked when some tensor gets another array

@@ -24,6 +24,7 @@ from ..autograd import Node
 from ..ops.primitive import Primitive
 from ..tensor import Tensor
 from . import state_locks
+from .branches import WRONG_PATH, took_the_same_path
 from .ir import Graph, InputSpec
 from .output_alias import OutputAliases
 from .pytree import TreeDef, unflatten
@@ -114,6 +115,7 @@ class InferenceEntry:
     """
 
     kind = "inference"
+    branches: tuple[bool, ...] = ()  # the truth of each branch the trace took (branches.py)
 
     def __init__(self, graph: Graph, plan: Any, layout: OutputLayout, device: Any,
                  binding: StepBinding | None = None):
@@ -122,6 +124,7 @@ class InferenceEntry:
         self.layout = layout
         self.device = device
         self.binding = binding
+        self.paths: list[InferenceEntry] = [self]  # with branches: the plans of each path met, shared
         self._locks = state_locks.ReplayLocks(graph, binding)
         if binding is not None and binding.backward_ran:
             self.kind = "training step"
@@ -131,6 +134,10 @@ class InferenceEntry:
         if binding is None:
             if not self.graph.state_writes:
                 outs, _ = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)
+                if self.branches:
+                    if not took_the_same_path(outs, self.branches):
+                        return WRONG_PATH
+                    outs = outs[:len(outs) - len(self.branches)]
                 return self.layout.build([_wrap(o, self.device) for o in outs], leaves, dims)
             with self._locks.hold(leaves):
                 outs, writes = self.plan.run(gather_inputs(self.graph.specs, leaves, dims=dims), dims)

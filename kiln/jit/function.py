@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import autograd
 from ..allocator import release_free_memory
 from ..device import Device
 from ..dtypes import DType
@@ -26,6 +27,8 @@ from . import debug
 from ..device import cuda_is_available, to_gpu
 from .auto_dynamic import AutoDynamicDims, describe_marked, widen
 from .backends import get_backend
+from .branches import MAX_PATHS, WRONG_PATH, branch_problem
+from .branches import describe as describe_branches
 from .build import build_entry
 from .cache import CacheKey, CompilationStats, PlanCache
 from .executor import FallbackEntry
@@ -72,6 +75,23 @@ def _serving(entry: Any, dims: dict | None, leaves: list) -> Any:
         if _reusable(variant, dims, leaves):
             return variant
     return None
+
+
+def _run_paths(entry: Any, leaves: list, dims: dict | None) -> Any:
+    """The first of `entry`'s branch paths whose guards hold for this call (moved to the front), else
+    WRONG_PATH. An error on a path counts as a wrong path: the right one, or the trace, decides."""
+    paths = entry.paths
+    for i, path in enumerate(list(paths)):
+        try:
+            out = path.run(leaves, dims)
+        except Exception:  # noqa: BLE001 - e.g. an index check failing on a path this call does not take
+            out = WRONG_PATH
+        if out is not WRONG_PATH:
+            if i and path in paths:  # most recently used first
+                paths.remove(path)
+                paths.insert(0, path)
+            return out
+    return WRONG_PATH
 
 
 def _result_of(traced: Trace) -> Any:
@@ -233,7 +253,7 @@ class JITFunction:
         if entry is not None:
             serving = _serving(entry, dims, leaves)
             if serving is not None:
-                return self._run_cached(serving, args, kwargs, leaves, dims)
+                return self._run_cached(serving, args, kwargs, leaves, dims, (key, dynamic, treedef))
         elif self._auto.by_structure:  # no plan for these exact sizes: the one with the dynamic dims
             auto = self._auto.dims_for(treedef)
             if auto:
@@ -241,20 +261,27 @@ class JITFunction:
                 entry = self._cache.get(key)
                 serving = _serving(entry, dims, leaves) if entry is not None else None
                 if serving is not None:
-                    return self._run_cached(serving, args, kwargs, leaves, dims)
+                    return self._run_cached(serving, args, kwargs, leaves, dims, (key, dynamic, treedef))
         result = self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
         if self._release_memory:  # the trace's arrays are garbage now: give their memory back
             self._release_memory = False
             release_free_memory()
         return result
 
-    def _run_cached(self, entry: Any, args: tuple, kwargs: dict, leaves: list, dims: dict | None) -> Any:
+    def _run_cached(self, entry: Any, args: tuple, kwargs: dict, leaves: list, dims: dict | None,
+                    keyed: tuple | None = None) -> Any:
         if entry.kind == "fallback":
             with self._lock:
                 self.stats.fallbacks += 1
             return self._call_eager(args, kwargs)
         start = time.perf_counter()
-        out = entry.run(leaves, dims)
+        if getattr(entry, "branches", ()):  # one plan per path of data-dependent branches (branches.py)
+            out = _run_paths(entry, leaves, dims)
+            if out is WRONG_PATH:  # a path this call signature has not met: trace it
+                key, dynamic, treedef = keyed  # type: ignore[misc]
+                return self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef, path_of=entry)
+        else:
+            out = entry.run(leaves, dims)
         with self._lock:
             self.stats.hits += 1
             self.stats.total_cached_exec_time_ms += (time.perf_counter() - start) * 1e3
@@ -301,8 +328,12 @@ class JITFunction:
 
     # ---- compiling ------------------------------------------------------------------
     def _compile_and_run(self, key: CacheKey, dims: dict | None, dynamic: dict, args: tuple, kwargs: dict,
-                         leaves: list, treedef: Any) -> Any:
+                         leaves: list, treedef: Any, path_of: Any = None) -> Any:
+        """Trace the call, cache what it compiles to and return its result. `path_of`: the entry whose
+        branch paths this call took none of; the new path's plan joins them (branches.py)."""
         with self._lock:
+            if path_of is not None:
+                return self._trace_path(key, dims, dynamic, args, kwargs, path_of)
             if self._guards.refresh(args, kwargs):  # the guarded reads changed: key them afresh
                 key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
             marked: list[str] = []
@@ -311,7 +342,7 @@ class JITFunction:
             old = self._cache.get(key)
             serving = _serving(old, dims, leaves) if old is not None else None
             if serving is not None:  # another thread compiled it meanwhile
-                return self._run_cached(serving, args, kwargs, leaves, dims)
+                return self._run_cached(serving, args, kwargs, leaves, dims, (key, dynamic, treedef))
             stale = _stale_reason(old, dims, leaves) if old is not None else None  # same key, but it cannot serve
             # (with no entry: the reason this key's last trace was not compiled, if it was not; see below)
             reason = stale if old is not None else self._outgrown.pop(key, None)
@@ -359,6 +390,32 @@ class JITFunction:
             self._log.last_key = key
             return _result_of(traced)
 
+    def _trace_path(self, key: CacheKey, dims: dict | None, dynamic: dict, args: tuple, kwargs: dict,
+                    path_of: Any) -> Any:
+        """Trace a call whose data-dependent branches went a way no plan of its signature follows, and
+        keep the new path's plan beside the others (or run the signature eagerly from now on)."""
+        start = time.perf_counter()
+        self._log.lines.append(f"miss #{self.stats.misses + 1}: a data-dependent branch went another way than "
+                               f"in the {len(path_of.paths)} path(s) compiled for this call signature")
+        debug.log_miss(self.__name__, self.stats.misses + 1, ["a branch went another way"])
+        self.stats.traces += 1
+        traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph, dynamic=dynamic,
+                       module=self._owner, optimizers=self._guards.optimizers, automatic=self._auto.names())
+        self.stats.misses += 1
+        entry = self._entry_for(key, traced)
+        if not getattr(entry, "branches", ()) or len(path_of.paths) >= MAX_PATHS:
+            why = (f"more than {MAX_PATHS} paths through data-dependent branches" if getattr(entry, "branches", ())
+                   else "a path without a data-dependent branch where others have one")
+            entry = FallbackEntry(why)
+            self._log.lines.append(f"  fallback to eager: {why}")
+            self._cache.put(key, entry)
+        else:
+            entry.paths = path_of.paths
+            path_of.paths.insert(0, entry)
+        self.stats.total_compile_time_ms += (time.perf_counter() - start) * 1e3
+        self._log.last_key = key
+        return _result_of(traced)
+
     def _outgrown_by_its_call(self, traced: Trace) -> Any:
         """Why the plan of `traced` could not serve even the next call (a MissReason), or None.
 
@@ -378,6 +435,8 @@ class JITFunction:
         """The cache entry for a trace: a compiled plan, or eager fallback after a graph break."""
         tracer = traced.tracer
         self._check_static_outputs(tracer, traced.out_leaves)
+        if tracer.branches and tracer.graph_break is None:
+            self._check_branches(traced)
         debug.log_trace(self.__name__, tracer.graph, tracer.graph_break)
         if tracer.graph_break is not None:
             self._warn_once("fallback", f"kiln.compile({self.__name__}): falling back to eager for this "
@@ -396,6 +455,24 @@ class JITFunction:
         if self.show_graph:
             print(built.entry.graph.to_text())
         return built.entry
+
+    def _check_branches(self, traced: Trace) -> None:
+        """A trace that took data-dependent branches: explain() lines, or a graph break where its plan
+        could not be replayed speculatively (branches.py)."""
+        tracer = traced.tracer
+        graph, binding = tracer.graph, tracer.step_binding
+        user = graph.outputs[:binding.n_user] if binding is not None else graph.outputs
+        training = autograd.is_grad_enabled() and any(v.id in graph.requires_grad for v in user)
+        problem = branch_problem(graph, binding, training)
+        if problem is None:
+            self._log.lines.extend(describe_branches(tracer.branches))
+            return
+        _, _, where = tracer.branches[0]
+        tracer.graph_break = (f"data-dependent Python control flow: `bool` on a traced tensor at {where}, in a "
+                              f"call whose plan cannot be replayed on a guess of the path: {problem}. Fix: use "
+                              "tensor ops (kiln.where, masking) instead of the Python branch, or compute the "
+                              "condition outside the compiled function; this call signature now runs eagerly.")
+        tracer.branches.clear()
 
     def _report_notes(self) -> None:
         """What the guards cannot follow: a one-time warning each, or a GraphBreakError with fullgraph."""

@@ -47,6 +47,20 @@ _new = object.__new__
 _grad_state = autograd._state
 
 
+class Step:
+    """One node of the trie of recorded op sequences: the ops recorded so far in a realization, as a path
+    from `SegmentPlans.root`. Realizations end at a step, so (step, outputs) names a graph structure
+    without hashing the whole sequence again."""
+
+    __slots__ = ("children",)
+
+    def __init__(self) -> None:
+        self.children: dict[tuple, Step] = {}
+
+
+MAX_STEPS = 100_000  # trie nodes one djit function keeps before it starts over (a structure per call)
+
+
 class SegmentPlans:
     """A djit function's plans, by the structure of the graph realized: interpreted the first time a
     structure is seen, compiled with `lower` from the second. `on_new(graph)` is told of each new one."""
@@ -58,7 +72,21 @@ class SegmentPlans:
         self._on_new = on_new
         self._lock = lock
         self.stats = stats
-        self.plans: dict[tuple, Any] = {}  # key -> a plan, or the graph seen once (not yet compiled)
+        self.root = Step()
+        self._steps = 0
+        self.plans: dict[tuple, Any] = {}  # (step, outputs) -> a plan, or the graph seen once (not compiled)
+
+    def step(self, at: Step, key: tuple) -> Step:
+        """The child of `at` for an op with structural `key` (made now if new)."""
+        child = at.children.get(key)
+        if child is None:
+            with self._lock:
+                if self._steps >= MAX_STEPS:  # start over rather than grow without bound
+                    self.root, self._steps, self.plans = Step(), 0, {}
+                    self.stats.cache_size = 0
+                child = at.children[key] = Step()
+                self._steps += 1
+        return child
 
     def run(self, key: tuple, build: Callable[[], Graph], inputs: list) -> list:
         """The output arrays of the graph `build()` makes (whose structure `key` names) on `inputs`."""
@@ -102,7 +130,7 @@ class LazyRecorder:
     def __init__(self, plans: SegmentPlans):
         self.plans = plans
         self.ops: list[tuple] = []
-        self.keys: list[tuple] = []  # per op: (prim, refs, input shapes and dtypes, param key)
+        self.at = plans.root  # the trie step of the ops recorded so far
         self.inputs: list[np.ndarray] = []
         self._input_tensors: list[Any] = []  # kept alive, so their ids stay theirs while recorded
         self._slots: dict[int, int] = {}  # id(input tensor) -> its slot in `inputs`
@@ -159,9 +187,10 @@ class LazyRecorder:
                     out._node = autograd.Node(prim, inputs, params, out)
                     break
         refs = tuple(refs)
-        self.ops.append((prim, refs, params, weakref.ref(pending), weakref.ref(out),
-                         inputs[0] if prim.is_view else None))
-        self.keys.append((prim, refs, shapes, pkey))
+        # a view of one pending tensor is remade from its realized base; one with index tensors copies anyway
+        source = inputs[0] if prim.is_view and len(inputs) == 1 else None
+        self.ops.append((prim, refs, params, weakref.ref(pending), weakref.ref(out), source))
+        self.at = self.plans.step(self.at, (prim, refs, shapes, pkey))
         return out
 
     def realize_inputs(self, inputs: tuple) -> None:
@@ -185,7 +214,7 @@ class LazyRecorder:
         outputs = sorted(needed)
         arrays: dict[int, np.ndarray] = {}
         if outputs:
-            key = (tuple(self.keys), tuple(outputs))
+            key = (self.at, tuple(outputs))
             saved, trace_state.lazy = trace_state.lazy, None  # nothing the plan does is recorded
             try:
                 results = self.plans.run(key, lambda: self._graph(outputs), self.inputs)
@@ -199,7 +228,7 @@ class LazyRecorder:
                 arrays[i] = _as_array(prim.kernel(np, value(refs[0]), **params))
             return arrays[i]
 
-        self.ops, self.keys = [], []
+        self.ops, self.at = [], self.plans.root
         self.inputs, self._input_tensors, self._slots = [], [], {}
         for i in alive:
             op = ops[i]

@@ -76,6 +76,8 @@ class Tracer:
         self.stale: set[int] = set()  # ids of traced tensors whose memory an in-place write changed
         self.shape_guards: list = []  # (expr, result) of comparisons on symbolic sizes (dynamic_dims)
         self.concretized: list = []  # (outside tensor, version, value) turned into Python values
+        self.branches: list[tuple[Value, bool, str]] = []  # (traced value, its truth, where): bool() taken
+        # on a traced tensor; the plan returns the value and is guarded on its truth (kiln/jit/branches.py)
         self._capture: StepCapture | None = None  # .grad, optimizer state and hyperparameters (whole steps)
         self.step_binding: StepBinding | None = None  # what `finish_step` made of them
         self.automatic: frozenset[str] = frozenset()  # symbols of dims made dynamic automatically
@@ -273,6 +275,10 @@ class Tracer:
                 self.concretized.append((t, t._version, t._data.copy()))
             return
         where = user_location()
+        if why == "bool" and not self.fullgraph and t._data.size == 1 and id(t) not in self.stale:
+            # a branch: the plan follows this path and returns the tensor, to check its truth per call
+            self.branches.append((self.value_of(t), bool(t._data.reshape(())), where))
+            return
         fix = ("or compile with fullgraph=False to fall back to eager for this call signature."
                if self.fullgraph else "this call signature now runs eagerly.")
         message = (f"data-dependent Python control flow: `{why}` on a traced tensor at {where}. "

@@ -124,7 +124,7 @@ def test_a_graph_break_is_named_in_the_trace_record(monkeypatch, jit_log):
     monkeypatch.setenv("KILN_DEBUG", "trace")
 
     def branchy(x):
-        if x.sum() > 0:
+        if x.sum().item() > 0:
             return x * 2
         return x
 

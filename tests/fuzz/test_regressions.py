@@ -359,3 +359,27 @@ def test_binary_cross_entropy_checks_nan_probabilities_when_replayed(seed):
     ], outputs=(3,))
     result = check_program(program)
     assert not result.mismatches, "\n".join(result.mismatches)
+
+
+def test_djit_indexes_a_pending_result_with_an_index_tensor():
+    # djit remade views of pending results from their base alone after the plan ran; an index
+    # view also reads its index tensor (StopIteration inside the kernel). Such views are now
+    # computed by the plan, as advanced indexing copies anyway.
+    assert_agrees(Program(dtype='float32', seed=0, stmts=[
+        Input((), 'float32'),                                                    # v0
+        Input((1,), 'float32'),                                                  # v1
+        Op('add', (1, 0)),                                                       # v2
+        Input((), 'int64', fill='index:1'),                                      # v3
+        Op('index_select', (2, 3), {'dim': 0}),                                  # v4
+    ], outputs=(4,)))
+
+
+def test_a_python_branch_on_tensor_data_agrees_on_both_paths():
+    for seed in range(4):  # the branch goes both ways over these seeds' data
+        assert_agrees(Program(dtype='float32', seed=seed, stmts=[
+            Input((3,), 'float32'),                                              # v0
+            Input((2, 3), 'float32'),                                            # v1
+            Input((1, 3), 'float32'),                                            # v2
+            Op('branch', (0, 1, 2)),                                             # v3
+            Op('exp', (3,)),                                                     # v4
+        ], outputs=(4,)))

@@ -211,13 +211,18 @@ def test_djit_works_with_gradients():
 
 
 def test_static_jit_with_data_dependent_python_is_never_silently_wrong():
-    f = kiln.jit(branchy)
+    f = kiln.jit(branchy)  # a plan per path, each guarded on the branch value
     pos, neg = kiln.tensor([1.0, 2.0]), kiln.tensor([-1.0, -2.0])
+    with kiln.no_grad():
+        for _ in range(2):
+            close(f(pos), [2.0, 4.0])
+            close(f(neg), [-2.0, -3.0])
+    assert (f.stats.traces, f.stats.fallbacks) == (2, 0)
+    g = kiln.jit(lambda x: x * 2 if x.sum().item() > 0 else x - 1)  # .item(): any Python use, so eager
     with pytest.warns(RuntimeWarning, match="falling back|data-dependent"):
-        with kiln.no_grad():
-            for _ in range(2):
-                close(f(pos), [2.0, 4.0])
-                close(f(neg), [-2.0, -3.0])
+        for _ in range(2):
+            close(g(pos), [2.0, 4.0])
+            close(g(neg), [-2.0, -3.0])
 
 
 # ---- methods ----------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def test_jit_module_methods_returning_the_module_keep_it_compiled():
 
 def test_fallback_warning_says_the_signature_now_runs_eagerly():
     def branch(x):
-        return x if x.sum() > 0 else -x
+        return x if x.sum().item() > 0 else -x
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -46,7 +46,7 @@ class Case:
 class Pattern:
     name: str
     cls: str  # which class of Python read it belongs to (the docs table groups by it)
-    expect: str  # "guard", "warn" or "eager"
+    expect: str  # "guard", "branch" (a guarded plan per path: kiln/jit/branches.py), "warn" or "eager"
     build: Callable[[], Case]
     match: str = ""  # a piece of the warning text (the read, as spelled in the source)
     options: dict = dataclasses.field(default_factory=dict)  # kiln.compile options (dynamic_dims)
@@ -550,8 +550,7 @@ def _():
     return Case(f, (x3(),), lambda: t.fill_(False))
 
 
-@pattern("closure tensor compared in `if` (the comparison is traced)", "outside tensors", "eager",
-         match="data-dependent")
+@pattern("closure tensor compared in `if` (the comparison is traced)", "outside tensors", "branch")
 def _():
     t = kiln.tensor(0.5)
 
@@ -617,7 +616,7 @@ def _():
     return Case(f, (x3(),), lambda: _set(t, 9.0))
 
 
-@pattern("traced tensor turned into a Python bool", "outside tensors", "eager", match="data-dependent")
+@pattern("traced tensor turned into a Python bool", "outside tensors", "branch")
 def _():
     def f(x):
         return x * 2 if x.sum() > 0 else x * 3
@@ -1108,8 +1107,9 @@ def test_pattern_guards_or_warns(p: Pattern, backend: str) -> None:
             else:
                 _run_pair(compiled, case, eager, None)
         later = _kiln_warnings(record)[len(first):]
-    if p.expect == "guard":
+    if p.expect in ("guard", "branch"):
         assert not first and not later, first + later
+        assert p.expect == "guard" or compiled.stats.fallbacks == 0
     elif p.expect == "warn":
         assert len(first) == 1 or all(p.match in w for w in first), first
         assert any(p.match in w and "Fix:" in w for w in first), first
@@ -1122,8 +1122,8 @@ def test_pattern_guards_or_warns(p: Pattern, backend: str) -> None:
         assert any(p.match in w for w in first), first
 
 
-@pytest.mark.parametrize("p", [p for p in PATTERNS if p.expect in ("warn", "eager")],
-                         ids=[p.name for p in PATTERNS if p.expect in ("warn", "eager")])
+@pytest.mark.parametrize("p", [p for p in PATTERNS if p.expect in ("warn", "eager", "branch")],
+                         ids=[p.name for p in PATTERNS if p.expect in ("warn", "eager", "branch")])
 def test_pattern_is_a_graph_break_with_fullgraph(p: Pattern) -> None:
     case = p.build()
     compiled = kiln.compile(case.target, fullgraph=True, backend="interpret")
@@ -1141,7 +1141,7 @@ def test_the_table_is_large_and_covers_every_class() -> None:
 
 
 _DOC_TREATMENT = {"guard": "guarded", "warn": "one-time warning", "eager": "falls back to eager",
-                  "specialize": "specialized"}
+                  "specialize": "specialized", "branch": "a plan per path"}
 
 
 def test_docs_table_lists_every_pattern_with_its_treatment() -> None:

@@ -60,9 +60,20 @@ def test_data_dependent_branch_is_correct_for_both_signs_and_counted():
         warnings.simplefilter("always")
         for x in (pos, neg, pos, neg):
             assert_close(f(x), _branchy(x))
+    assert f.stats.fallbacks == 0  # a plan per path (branches.py)
+    assert (f.stats.misses, f.stats.hits, f.stats.cache_size) == (2, 2, 1)
+    assert not [w for w in caught if "kiln" in str(w.message)]
+
+
+def test_a_branch_in_a_call_that_needs_gradients_falls_back_to_eager():
+    f = kiln.compile(_branchy)
+    pos, neg = kiln.ones(3, requires_grad=True), -kiln.ones(3, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x in (pos, neg, pos, neg):
+            assert_close(f(x), _branchy(x))
     assert f.stats.fallbacks == 3  # every call after the first trace runs eagerly
-    assert f.stats.hits + f.stats.misses + f.stats.fallbacks == 4
-    assert sum("falling back to eager" in str(w.message) for w in caught) == 1
+    assert sum("falling back to eager" in str(w.message) and "gradients" in str(w.message) for w in caught) == 1
 
 
 def test_fullgraph_raises_graph_break_error_naming_the_user_line():

@@ -53,7 +53,9 @@ def test_data_dependent_python_is_recorded_or_raised_with_fullgraph():
     def f(a):
         return a * 2 if a.sum() > 0 else a
 
-    assert "data-dependent" in trace(f, (x,)).tracer.graph_break
+    branched = trace(f, (x,)).tracer
+    assert branched.graph_break is None and [truth for _, truth, _ in branched.branches] == [x.sum().item() > 0]
+    assert "data-dependent" in trace(lambda a: a * a.sum().item(), (x,)).tracer.graph_break
     with pytest.raises(GraphBreakError, match="test_trace.py"):
         trace(f, (x,), fullgraph=True)
 
