@@ -38,7 +38,18 @@ class DynamicJITFunction(JITFunction):
         finally:
             trace_state.lazy = None
         recorder.realize()  # what the result (or anything else still referenced) holds
+        if recorder.hot_sites:
+            self._warn_hot_loop(recorder)
         return result
+
+    def _warn_hot_loop(self, recorder: LazyRecorder) -> None:
+        site, count = max(recorder.hot_sites.items(), key=lambda item: item[1])
+        self._warn_once("djit hot loop", (
+            f"kiln.djit({self.__name__}): one call ran what it had recorded {recorder.realizations} times, "
+            f"{count} of them at {site}: a value Python needs inside a loop (a branch on a tensor, .item()) runs "
+            "the pending ops as a plan at every turn, at about eager speed. Fix: take the value once, outside "
+            "the loop; or use tensor ops (kiln.where, masking) instead of the branch; or kiln.compile the "
+            "function, which keeps a plan per path of a branch"))
 
     def _optimize(self, graph: Graph) -> Graph:
         return run_pass(inference_pipeline(), graph)

@@ -42,6 +42,7 @@ from ..ops.pending import PendingArray
 from ..ops.primitive import AbstractValue, Primitive, _mark_view, trace_state
 from .backends.interpret import lower as interpret
 from .ir import Graph, InputSpec, Node, Value, _param_item_key
+from .trace import user_location
 
 _new = object.__new__
 _grad_state = autograd._state
@@ -112,6 +113,10 @@ class SegmentPlans:
 # tensor or None); refs: >= 0 an earlier op's index, < 0 the concrete input in slot -1 - ref
 _PRIM, _REFS, _PARAMS, _PENDING, _TENSOR, _SOURCE = range(6)
 
+HOT_REALIZATIONS = 16
+"""Realizations in one call past which each one's site is noted, for the djit warning about a value Python
+needs inside a hot loop (frontends.py)."""
+
 _RUN_NOW: dict[Primitive, bool] = {}  # prim -> whether it runs at once (random ops and checks)
 _AVALS: dict[tuple, AbstractValue] = {}  # (prim, input shapes and dtypes, param key) -> the result's
 _AVALS_MAX = 4096
@@ -134,6 +139,8 @@ class LazyRecorder:
         self.inputs: list[np.ndarray] = []
         self._input_tensors: list[Any] = []  # kept alive, so their ids stay theirs while recorded
         self._slots: dict[int, int] = {}  # id(input tensor) -> its slot in `inputs`
+        self.realizations = 0  # plans run in this call
+        self.hot_sites: dict[str, int] = {}  # user file:line -> realizations there past HOT_REALIZATIONS
 
     # ---- recording (called by bind) ---------------------------------------------------------
     def defer(self, prim: Primitive, inputs: tuple, params: dict) -> Any:
@@ -214,6 +221,10 @@ class LazyRecorder:
         outputs = sorted(needed)
         arrays: dict[int, np.ndarray] = {}
         if outputs:
+            self.realizations += 1
+            if self.realizations > HOT_REALIZATIONS:
+                site = user_location()
+                self.hot_sites[site] = self.hot_sites.get(site, 0) + 1
             key = (self.at, tuple(outputs))
             saved, trace_state.lazy = trace_state.lazy, None  # nothing the plan does is recorded
             try:

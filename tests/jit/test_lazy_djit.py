@@ -5,6 +5,8 @@ RNG streams, in-place writes and aliasing, and where errors are raised.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -213,3 +215,22 @@ def test_eager_code_after_a_djit_call_is_not_recorded():
     y = f(kiln.ones(2))
     z = y + 1
     assert isinstance(z._data, np.ndarray) and z.tolist() == [3.0, 3.0]
+
+
+def test_a_branch_inside_a_hot_loop_warns_once_naming_its_line():
+    @kiln.djit
+    def countdown(x):
+        steps = 0
+        while x.sum() > 0:  # a value Python needs at every turn
+            x = x - 1
+            steps += 1
+        return x, steps
+
+    with pytest.warns(RuntimeWarning, match=r"test_lazy_djit.py:\d+.*every turn") as caught:
+        out, steps = countdown(kiln.tensor([40.0]))
+    assert steps == 40 and out.tolist() == [0.0]
+    assert sum("kiln.djit(countdown)" in str(w.message) for w in caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per function
+        countdown(kiln.tensor([40.0]))
+        kiln.djit(lambda x: x.sum() > 0 and x * 2)(kiln.ones(2))  # a few realizations: no warning
