@@ -395,19 +395,26 @@ class JITFunction:
         """Trace a call whose data-dependent branches went a way no plan of its signature follows, and
         keep the new path's plan beside the others (or run the signature eagerly from now on)."""
         start = time.perf_counter()
-        self._log.lines.append(f"miss #{self.stats.misses + 1}: a data-dependent branch went another way than "
-                               f"in the {len(path_of.paths)} path(s) compiled for this call signature")
-        debug.log_miss(self.__name__, self.stats.misses + 1, ["a branch went another way"])
-        self.stats.traces += 1
-        traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph, dynamic=dynamic,
-                       module=self._owner, optimizers=self._guards.optimizers, automatic=self._auto.names())
+        mark = self._log.mark()
+        try:
+            self._log.lines.append(f"miss #{self.stats.misses + 1}: a data-dependent branch went another way "
+                                   f"than in the {len(path_of.paths)} path(s) compiled for this call signature")
+            debug.log_miss(self.__name__, self.stats.misses + 1, ["a branch went another way"])
+            self.stats.traces += 1
+            traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph, dynamic=dynamic,
+                           module=self._owner, optimizers=self._guards.optimizers, automatic=self._auto.names())
+            entry = self._entry_for(key, traced)
+        except BaseException:  # as in _compile_and_run: no entry, and no miss recorded
+            self._log.roll_back(mark)
+            raise
         self.stats.misses += 1
-        entry = self._entry_for(key, traced)
-        if not getattr(entry, "branches", ()) or len(path_of.paths) >= MAX_PATHS:
-            why = (f"more than {MAX_PATHS} paths through data-dependent branches" if getattr(entry, "branches", ())
+        branched = getattr(entry, "branches", ())
+        if entry.kind != "fallback" and (not branched or len(path_of.paths) >= MAX_PATHS):
+            why = (f"more than {MAX_PATHS} paths through data-dependent branches" if branched
                    else "a path without a data-dependent branch where others have one")
             entry = FallbackEntry(why)
             self._log.lines.append(f"  fallback to eager: {why}")
+        if entry.kind == "fallback":
             self._cache.put(key, entry)
         else:
             entry.paths = path_of.paths

@@ -201,7 +201,7 @@ class GPT(nn.Module):
         b, t = idx.shape
         if use_cache and t + max_new_tokens <= self.block_size:
             caches = [block.attn.kv_cache for block in self.blocks]
-            if any(c is None or c.k.shape[0] != b for c in caches):
+            if any(c is None or c.k.shape[0] != b or c.k.shape[2] < t + max_new_tokens for c in caches):
                 self.setup_caches(b)
             logits = forward(idx, arange(t, device=idx.device))
             for step in range(max_new_tokens):
@@ -225,6 +225,11 @@ class GPT(nn.Module):
             kth = topk(logits, min(top_k, logits.shape[-1]))[0][:, -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         return multinomial(F.softmax(logits, dim=-1), num_samples=1)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_compiled", None)  # generate's compiled forward: made again when needed, never copied or saved
+        return state
 
     def _compiled_forward(self) -> Any:
         compiled = self.__dict__.get("_compiled")

@@ -156,3 +156,18 @@ def test_branches_with_changing_sizes():
             x = kiln.arange(float(n)) * sign - 0.5 * sign
             np.testing.assert_array_equal(compiled(x.reshape(1, n)).numpy(), f(x.reshape(1, n)).numpy())
     assert compiled.stats.fallbacks == 0 and compiled.stats.traces <= 6
+
+
+def test_a_path_that_cannot_be_a_guarded_plan_makes_the_signature_eager():
+    def f(x, scale):
+        if x.sum() > 0:
+            return x * 2
+        return x * scale.item()  # .item(): any Python use of the value, so this path cannot be a plan
+
+    compiled = kiln.compile(f)
+    x, scale = kiln.ones(2), kiln.tensor(3.0)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        for sign in (1.0, -1.0, 1.0, -1.0):
+            assert compiled(x * sign, scale).tolist() == f(x * sign, scale).tolist()
+    assert compiled.stats.fallbacks == 2 and "fallback to eager" in compiled.explain()

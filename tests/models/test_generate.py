@@ -127,3 +127,24 @@ def test_bad_cache_use_raises_clear_errors():
         model.setup_caches(2, max_len=49)
     with pytest.raises(ValueError, match="temperature"):
         model.generate(idx, 3, temperature=-1.0)
+
+
+def test_a_model_that_generated_compiled_still_copies_and_saves(tmp_path):
+    import copy
+
+    model, idx = _model(), _prompt()
+    want = model.generate(idx, 5, temperature=0, compile=True)
+    twin = copy.deepcopy(model)
+    assert "_compiled" not in twin.__dict__
+    assert np.array_equal(twin.generate(idx, 5, temperature=0).numpy(), want.numpy())
+    kiln.save(model, tmp_path / "gpt.pt")
+    loaded = kiln.load(tmp_path / "gpt.pt", weights_only=False)
+    assert np.array_equal(loaded.generate(idx, 5, temperature=0, compile=True).numpy(), want.numpy())
+
+
+def test_caches_too_short_for_the_request_are_made_again():
+    model, idx = _model(), _prompt()
+    model.setup_caches(2, max_len=8)
+    out = model.generate(idx, 20, temperature=0)
+    assert model.blocks[0].attn.kv_cache.k.shape[2] == 48
+    assert np.array_equal(out.numpy(), model.generate(idx, 20, temperature=0, use_cache=False).numpy())
