@@ -355,6 +355,8 @@ def normalize_axes(dims: Any, ndim: int, op: str = "reduce") -> tuple[int, ...]:
     """Axes as sorted non-negative ints; None means all. Out of range raises IndexError."""
     if dims is None:
         return tuple(range(ndim))
+    if dims.__class__ is int and -ndim <= dims < ndim:  # the common case, quickly
+        return (dims % ndim,)
     if isinstance(dims, (int, np.integer)):
         dims = (int(dims),)
     out = []

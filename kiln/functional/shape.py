@@ -91,6 +91,14 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    n = x.ndim
+    if n and dim0.__class__ is int and dim1.__class__ is int and -n <= dim0 < n and -n <= dim1 < n:
+        a, b = dim0 % n, dim1 % n  # the common case, quickly (the same perm as below)
+        if a == b:
+            return x
+        swapped = list(range(n))
+        swapped[a], swapped[b] = b, a
+        return bind(_P["permute"], (x,), {"perm": tuple(swapped)})
     perm = list(range(x.ndim))
     if x.ndim == 0:
         normalize_axes((dim0, dim1), 0, "transpose")  # only 0 and -1 are valid

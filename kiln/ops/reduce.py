@@ -113,8 +113,10 @@ class Sum(Primitive):
                 return fast
         if x.dtype.kind == "V":  # bfloat16: accumulate in float32, round once (as PyTorch)
             return xp.sum(x, axis=_array_axes(x, axes), keepdims=keepdims, dtype=xp.float32).astype(x.dtype)
-        return xp.sum(x, axis=_array_axes(x, axes), keepdims=keepdims,
-                      dtype=x.dtype if x.dtype.kind != "b" else None)
+        dtype = x.dtype if x.dtype.kind != "b" else None
+        if xp is np:  # np.sum's own call, without its Python wrapper
+            return xp.add.reduce(x, axis=_array_axes(x, axes), dtype=dtype, keepdims=keepdims)
+        return xp.sum(x, axis=_array_axes(x, axes), keepdims=keepdims, dtype=dtype)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):
         x = inputs[0]
@@ -168,7 +170,11 @@ class Max(Primitive):
 
     def kernel(self, xp, x, *, axes, keepdims):
         fast = window_reduce(xp, xp.maximum, x, axes, keepdims)
-        return fast if fast is not None else xp.max(x, axis=_array_axes(x, axes), keepdims=keepdims)
+        if fast is not None:
+            return fast
+        if xp is np:  # np.max's own call, without its Python wrapper
+            return xp.maximum.reduce(x, axis=_array_axes(x, axes), keepdims=keepdims)
+        return xp.max(x, axis=_array_axes(x, axes), keepdims=keepdims)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):
         x = inputs[0]
