@@ -355,9 +355,7 @@ class JITFunction:
                 self._report_notes()
                 debug.log_miss(self.__name__, self.stats.misses + 1, self.stats.miss_reasons[-1])
                 self.stats.traces += 1
-                traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph,
-                               dynamic=dynamic, module=self._owner, optimizers=self._guards.optimizers,
-                               automatic=self._auto.names())
+                traced = self._trace_call(args, kwargs, dynamic)
                 self._log.lines.extend(self._auto.unmark(traced.tracer.specialized_automatic))
                 outgrown = self._outgrown_by_its_call(traced)
                 entry = self._entry_for(key, traced) if outgrown is None else None
@@ -390,6 +388,11 @@ class JITFunction:
             self._log.last_key = key
             return _result_of(traced)
 
+    def _trace_call(self, args: tuple, kwargs: dict, dynamic: dict) -> Trace:
+        """Run the call under a tracer, as this function's options say."""
+        return trace(self._target(), args, kwargs, fullgraph=self.fullgraph, dynamic=dynamic, module=self._owner,
+                     optimizers=self._guards.optimizers, automatic=self._auto.names())
+
     def _trace_path(self, key: CacheKey, dims: dict | None, dynamic: dict, args: tuple, kwargs: dict,
                     path_of: Any) -> Any:
         """Trace a call whose data-dependent branches went a way no plan of its signature follows, and
@@ -401,8 +404,7 @@ class JITFunction:
                                    f"than in the {len(path_of.paths)} path(s) compiled for this call signature")
             debug.log_miss(self.__name__, self.stats.misses + 1, ["a branch went another way"])
             self.stats.traces += 1
-            traced = trace(self._target(), args, kwargs, fullgraph=self.fullgraph, dynamic=dynamic,
-                           module=self._owner, optimizers=self._guards.optimizers, automatic=self._auto.names())
+            traced = self._trace_call(args, kwargs, dynamic)
             entry = self._entry_for(key, traced)
         except BaseException:  # as in _compile_and_run: no entry, and no miss recorded
             self._log.roll_back(mark)
