@@ -154,37 +154,34 @@ RECOMPUTE_COLUMNS_BYTES = 64 << 20  # eager convolution columns this large are r
 
 def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
                dilation: tuple, groups: int) -> Tensor:
-    """conv2d over the whole batch as one GEMM per group, forward and in both gradients.
+    """conv2d over the whole batch: the conv2d primitive (one group), or one GEMM per group.
 
-    The columns are laid out (C*kh*kw, N*OH*OW) (unfold2d with batch_axis=3), so the product
-    with the (O, C*kh*kw) weight gives the (O, N, OH, OW) output of every image at once, and
-    the weight gradient is one GEMM over N*OH*OW instead of a per-image product summed after.
-    The output is then copied into the C-ordered (N, O, OH, OW) layout callers expect.
+    One group: the conv2d primitive (kiln/ops/conv.py), which reads the windows where they lie
+    (no im2col columns) and writes the C-ordered (N, O, OH, OW) result.
 
-    Eagerly, large columns (C*kh*kw times the image's size, `RECOMPUTE_COLUMNS_BYTES` or more)
-    are not kept for the weight gradient: the backward pass remakes them from the image
-    (autograd.recompute_saved_input), so that a network's activations, not its columns, are what
-    stays in memory between forward and backward. Smaller ones stay: remaking them would cost a
-    copy of their size per step (6 ms for the 42 MB of an MNIST CNN's second layer) to save
-    memory that a training step can spare.
+    Several groups: the columns are laid out (C*kh*kw, N*OH*OW) (unfold2d with batch_axis=3), so
+    the product with each group's (O/g, C/g*kh*kw) weight gives its (O/g, N, OH, OW) output of every
+    image at once. Eagerly, large columns (`RECOMPUTE_COLUMNS_BYTES` or more) are not kept for the
+    weight gradient: the backward pass remakes them from the image (autograd.recompute_saved_input),
+    so that a network's activations, not its columns, are what stays in memory between forward and
+    backward.
     """
     n = x.shape[0]
     out_c, c_per_group, kh, kw = weight.shape
-    cols = unfold2d(x, (kh, kw), stride, padding, dilation, 0.0, batch_axis=3)
-    oh, ow = cols.shape[4], cols.shape[5]
-    k = c_per_group * kh * kw
-    shape = (k, n * oh * ow) if groups == 1 else (groups, k, n * oh * ow)
-    flat_weight = reshape(weight, (out_c, k) if groups == 1 else (groups, out_c // groups, k))
-    out = matmul(flat_weight, reshape(cols, shape))
-    if (out._node is not None and trace_state.tracer is None  # eager autograd: remake large columns in backward
-            and cols._data.nbytes >= RECOMPUTE_COLUMNS_BYTES):
-        autograd.recompute_saved_input(out, 1, lambda: _RESHAPE.kernel(cols._device.xp, cols._data, shape=shape),
-                                       (x,))
-    out = reshape(out, (out_c, n, oh, ow))
-    if type(n) is int and n == 1:  # (O, 1, OH, OW) already is (1, O, OH, OW)'s memory order
-        out = reshape(out, (1, out_c, oh, ow))
+    if groups == 1:
+        out = bind(_P["conv2d"], (x, weight), {"stride": tuple(stride), "padding": tuple(padding),
+                                               "dilation": tuple(dilation)})
     else:
-        out = clone(permute(out, (1, 0, 2, 3)))
+        cols = unfold2d(x, (kh, kw), stride, padding, dilation, 0.0, batch_axis=3)
+        oh, ow = cols.shape[4], cols.shape[5]
+        k = c_per_group * kh * kw
+        shape = (groups, k, n * oh * ow)
+        out = matmul(reshape(weight, (groups, out_c // groups, k)), reshape(cols, shape))
+        if (out._node is not None and trace_state.tracer is None  # eager autograd: remake large columns in backward
+                and cols._data.nbytes >= RECOMPUTE_COLUMNS_BYTES):
+            autograd.recompute_saved_input(out, 1, lambda: _RESHAPE.kernel(cols._device.xp, cols._data, shape=shape),
+                                           (x,))
+        out = clone(permute(reshape(out, (out_c, n, oh, ow)), (1, 0, 2, 3)))
     if bias is not None:
         out = add(out, reshape(bias, (1, out_c, 1, 1)))
     return out

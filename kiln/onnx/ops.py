@@ -178,6 +178,14 @@ def _einsum(ctx: Lowering, node: Node, ins: list) -> str:
 
 
 # ---- windows --------------------------------------------------------------------------
+def _conv2d(ctx: Lowering, node: Node, ins: list) -> str:
+    """The conv2d primitive (one group, zero padding, no bias) is ONNX's Conv."""
+    p = node.params
+    (kh, kw), (ph, pw) = node.inputs[1].shape[2:], p["padding"]
+    return ctx.b.op("Conv", ins, hint="conv", kernel_shape=[int(kh), int(kw)], strides=list(p["stride"]),
+                    pads=[ph, pw, ph, pw], dilations=list(p["dilation"]), group=1)
+
+
 def _unfold2d(ctx: Lowering, node: Node, ins: list) -> str:
     """Generic im2col: pad, flatten H*W, and Gather every window position with a constant index.
 
@@ -236,7 +244,7 @@ LOWERINGS: dict[str, Lower] = {
     "reshape": _reshape, "permute": _permute, "expand": _expand, "pad": _pad, "concat": _concat,
     "flip": _flip, "gather": _gather, "scatter_add": _scatter_add, "index": lower_index,
     "sum": _reduce("ReduceSum", 13), "max": _reduce("ReduceMax", 18), "prod": _reduce("ReduceProd", 18),
-    "argmax": _argmax, "cumsum": _cumsum, "einsum": _einsum, "unfold2d": _unfold2d,
+    "argmax": _argmax, "cumsum": _cumsum, "einsum": _einsum, "unfold2d": _unfold2d, "conv2d": _conv2d,
     "check_index": _check, "check_targets": _check, "check_divisor": _check, "check_probability": _check,
     "uniform": _random, "normal": _random,
 }

@@ -27,9 +27,12 @@ def plans_of(compiled) -> list:
 
 
 def node_kinds(compiled, name: str) -> list[str]:
-    """How the current variant of each plan runs each node of primitive `name`: native / view / python."""
+    """How the current variant of each native plan runs each node of primitive `name`: native / view / python
+    (a plan with no native node, replayed in Python, has none)."""
     kinds = []
     for plan in plans_of(compiled):
+        if not isinstance(plan, runtime.NativePlan):
+            continue
         a = plan.current.analysis
         kinds += [a.kinds[id(n)] for n in a.graph.nodes if n.prim.name == name]
     return kinds

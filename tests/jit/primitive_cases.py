@@ -391,6 +391,17 @@ def _window(fold: bool) -> Callable:
     return build
 
 
+def _conv2d(d: Draw):
+    kh, kw = d.int(1, 3), d.int(1, 3)
+    stride, pad, dil = (d.int(1, 2), d.int(1, 2)), (d.int(0, 1), d.int(0, 1)), (d.int(1, 2), 1)
+    h, w = (20, 24) if d.size == "big" else (d.int(3, 6), d.int(3, 6))
+    h, w = max(h, dil[0] * (kh - 1) + 1), max(w, kw)
+    n = 0 if d.size == "empty" else d.int(1, 2)
+    c, o = d.int(1, 3), (24 if d.size == "big" else d.int(1, 5))
+    return ((lambda x, wt: F.conv2d(x, wt, stride=stride, padding=pad, dilation=dil)),
+            [d.x((n, c, h, w)), d.x((o, c, kh, kw))])
+
+
 def _argsort(d: Draw):
     shape = d.shape(1, 3)
     ax, desc = d.axis(len(shape)), d.coin()
@@ -545,6 +556,7 @@ TABLE: dict[str, Entry] = {
     "einsum": Entry(_einsum),
     "unfold2d": Entry(_window(fold=False)),
     "fold2d": Entry(_window(fold=True)),
+    "conv2d": Entry(_conv2d),
     "argsort": Entry(_argsort, NUMERIC, grad=False),
     "topk": Entry(_topk),
     # creation

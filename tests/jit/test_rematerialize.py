@@ -1,4 +1,7 @@
-"""Convolution columns are recomputed in the compiled backward, not kept from the forward.
+"""Convolution columns are made in the compiled backward only, never kept from the forward.
+
+The forward convolves without columns (the conv2d primitive reads the windows where they lie); the
+backward makes each convolution's columns for its weight gradient.
 
 Oracle: eager training on the same weights and batches, bit for bit (the columns are copies of the
 image's elements, so remaking them changes no bit), and the residual list of the training plan.
@@ -47,13 +50,11 @@ def test_columns_are_remade_in_the_backward_and_training_equals_eager():
         (entry,) = compiled.cache_entries
         producer = {n.out.id: n for n in entry.graph.nodes}
         residual_prims = {producer[v.id].prim.name for v in entry.graph.outputs[entry.n_outputs:] if v.id in producer}
-        chains = [n for n in entry.graph.nodes if n.prim.name == "unfold2d"]
-        assert chains and "unfold2d" not in residual_prims  # no residual is a column matrix...
-        assert all(not any(u is v for v in entry.graph.outputs[entry.n_outputs:]) for u in
-                   [n.out for n in entry.graph.nodes if n.prim.name == "reshape" and
-                    producer.get(n.inputs[0].id) in chains])
-        # ...the backward makes them again, once per convolution
-        assert sum(n.prim.name == "unfold2d" for n in entry.backward_graph.nodes) == len(chains)
+        convolutions = [n for n in entry.graph.nodes if n.prim.name == "conv2d"]
+        assert len(convolutions) == 2 and not any(n.prim.name == "unfold2d" for n in entry.graph.nodes)
+        assert "unfold2d" not in residual_prims  # no residual is a column matrix...
+        # ...the backward makes them, once per convolution
+        assert sum(n.prim.name == "unfold2d" for n in entry.backward_graph.nodes) == len(convolutions)
 
 
 def test_remade_columns_are_scheduled_at_their_use_not_hoisted(monkeypatch):

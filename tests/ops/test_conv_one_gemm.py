@@ -1,8 +1,10 @@
-"""conv2d runs the whole batch as one GEMM per direction, through unfold2d's batch_axis=3 layout.
+"""conv2d's gradients (and a grouped convolution's forward) run the whole batch as one GEMM per
+direction, through unfold2d's batch_axis=3 layout.
 
 unfold2d/fold2d with batch_axis=3 lay the columns out as (C, kh, kw, N, OH, OW): the same values
 as the per-image layout, moved. conv2d's output is C-ordered (N, O, OH, OW) like PyTorch's, and
-its forward and both gradients match PyTorch at ResNet-18's shapes.
+its forward and both gradients match PyTorch at ResNet-18's shapes. (The one-group forward makes
+no columns at all: tests/ops/test_conv_direct.py.)
 """
 from __future__ import annotations
 
@@ -53,19 +55,12 @@ def test_conv_output_is_c_ordered_like_torch(batch):
     assert y.view(batch, -1).shape == (batch, 180)  # a flatten by view, as classifier heads do
 
 
-def test_the_gradients_are_one_gemm_over_the_batch(monkeypatch):
-    """conv2d's backward differentiates one 2-D matmul: no per-image products summed afterwards."""
-    x, w = kiln.randn(4, 3, 8, 8), kiln.randn(6, 3, 3, 3, requires_grad=True)
-    seen = []
-    matmul_vjp = kiln.ops.linalg.Matmul.vjp
-
-    def spy(self, g, inputs, node):
-        seen.append((tuple(inputs[0].shape), tuple(inputs[1].shape), tuple(g.shape)))
-        return matmul_vjp(self, g, inputs, node)
-
-    monkeypatch.setattr(kiln.ops.linalg.Matmul, "vjp", spy)
-    F.conv2d(x, w, padding=1).sum().backward()
-    assert seen == [((6, 27), (27, 4 * 8 * 8), (6, 4 * 8 * 8))]
+def test_the_gradients_are_one_gemm_over_the_batch():
+    """conv2d's backward is two 2-D GEMMs over the whole batch: no per-image products summed afterwards."""
+    x, w = kiln.randn(4, 3, 8, 8, requires_grad=True), kiln.randn(6, 3, 3, 3, requires_grad=True)
+    gx, gw = kiln.autograd.grad(F.conv2d(x, w, padding=1).sum(), (x, w), create_graph=True)
+    products = [(tuple(n.inputs[0].shape), tuple(n.inputs[1].shape)) for n in _matmul_nodes(gx) + _matmul_nodes(gw)]
+    assert sorted(products) == sorted([((27, 6), (6, 4 * 8 * 8)), ((6, 4 * 8 * 8), (4 * 8 * 8, 27))])
 
 
 RESNET_CONVS = [  # (in, out, image, kernel, stride, padding) of ResNet-18 on 32x32 images
@@ -108,24 +103,24 @@ def _matmul_nodes(t):
 
 
 def _manual_conv(x, w, padding):
-    """conv2d's own ops, with the columns kept by autograd (nothing remade)."""
+    """A two-group conv2d's own ops, with the columns kept by autograd (nothing remade)."""
     cols = unfold2d(x, (3, 3), (1, 1), (padding, padding), (1, 1), batch_axis=3)
-    n, (_, _, _, _, oh, ow) = x.shape[0], cols.shape
-    out = kiln.matmul(w.reshape(w.shape[0], -1), cols.reshape(-1, n * oh * ow))
+    n, (c, _, _, _, oh, ow) = x.shape[0], cols.shape
+    out = kiln.matmul(w.reshape(2, w.shape[0] // 2, -1), cols.reshape(2, c // 2 * 9, n * oh * ow))
     return out.reshape(w.shape[0], n, oh, ow).permute(1, 0, 2, 3).clone()
 
 
 @pytest.fixture
 def remake_all_columns(monkeypatch):
-    """Columns of any size are remade in backward (by default only large ones are)."""
+    """A grouped convolution's columns of any size are remade in backward (by default only large ones are)."""
     monkeypatch.setattr(layers, "RECOMPUTE_COLUMNS_BYTES", 0)
 
 
 def test_eager_backward_remakes_the_columns_instead_of_keeping_them(remake_all_columns):
     rng = np.random.default_rng(3)
     x = kiln.tensor(rng.standard_normal((3, 4, 9, 9)).astype(np.float32), requires_grad=True)
-    w = kiln.tensor(rng.standard_normal((5, 4, 3, 3)).astype(np.float32), requires_grad=True)
-    y = F.conv2d(x, w, padding=1)
+    w = kiln.tensor(rng.standard_normal((6, 2, 3, 3)).astype(np.float32), requires_grad=True)
+    y = F.conv2d(x, w, padding=1, groups=2)
     (node,) = _matmul_nodes(y)
     assert node.inputs[1]._data is None  # dropped after the forward
     g = kiln.tensor(rng.standard_normal(y.shape).astype(np.float32))
@@ -140,12 +135,12 @@ def test_eager_backward_remakes_the_columns_instead_of_keeping_them(remake_all_c
 def test_small_columns_are_kept_with_the_same_gradients(monkeypatch):
     rng = np.random.default_rng(5)
     x = kiln.tensor(rng.standard_normal((3, 4, 9, 9)).astype(np.float32), requires_grad=True)
-    w = kiln.tensor(rng.standard_normal((5, 4, 3, 3)).astype(np.float32), requires_grad=True)
-    g = kiln.tensor(rng.standard_normal((3, 5, 9, 9)).astype(np.float32))
+    w = kiln.tensor(rng.standard_normal((6, 2, 3, 3)).astype(np.float32), requires_grad=True)
+    g = kiln.tensor(rng.standard_normal((3, 6, 9, 9)).astype(np.float32))
     grads = []
     for limit in (layers.RECOMPUTE_COLUMNS_BYTES, 0):
         monkeypatch.setattr(layers, "RECOMPUTE_COLUMNS_BYTES", limit)
-        y = F.conv2d(x, w, padding=1)
+        y = F.conv2d(x, w, padding=1, groups=2)
         (node,) = _matmul_nodes(y)
         assert (node.inputs[1]._data is None) == (limit == 0)  # kept below the limit, else remade
         y.backward(g)
@@ -156,9 +151,10 @@ def test_small_columns_are_kept_with_the_same_gradients(monkeypatch):
 
 
 @pytest.mark.usefixtures("remake_all_columns")
-def test_a_retained_graph_backpropagates_twice_with_the_same_gradients():
-    x, w = kiln.randn(2, 3, 6, 6, requires_grad=True), kiln.randn(4, 3, 3, 3, requires_grad=True)
-    y = F.conv2d(x, w).square().sum()
+@pytest.mark.parametrize("groups", [1, 2])
+def test_a_retained_graph_backpropagates_twice_with_the_same_gradients(groups):
+    x, w = kiln.randn(2, 4, 6, 6, requires_grad=True), kiln.randn(4, 4 // groups, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w, groups=groups).square().sum()
     y.backward(retain_graph=True)
     first = w.grad.numpy().copy()
     w.grad = None
@@ -169,9 +165,10 @@ def test_a_retained_graph_backpropagates_twice_with_the_same_gradients():
 
 
 @pytest.mark.usefixtures("remake_all_columns")
-def test_changing_the_image_in_place_before_backward_raises_like_a_saved_input():
-    x, w = kiln.randn(2, 3, 6, 6), kiln.randn(4, 3, 3, 3, requires_grad=True)
-    y = F.conv2d(x, w, padding=1)
+@pytest.mark.parametrize("groups", [1, 2])
+def test_changing_the_image_in_place_before_backward_raises_like_a_saved_input(groups):
+    x, w = kiln.randn(2, 4, 6, 6), kiln.randn(4, 4 // groups, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w, padding=1, groups=groups)
     x.add_(1.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()

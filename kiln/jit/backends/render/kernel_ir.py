@@ -23,6 +23,11 @@ A kernel works over an ``[outer, inner]`` view of its output: ``outer`` independ
   ``order``: ``pairwise`` (NumPy's pairwise summation), ``sequential`` (left to right), or
   ``any`` (an order-free maximum).
 
+A second kind of kernel, `Contraction`, is a sum of products over a shared axis (a
+convolution, a GEMM): ``out[m, n] = sum over k of a[mo[m] + ko[k]] * b[k, n]``, where the
+offset tables ``mo`` and ``ko`` say where each row's operands lie (a convolution's windows,
+read straight from its padded image). Renderers tile it in registers for their target.
+
 Locals are single-assignment and typed by dtype name, so a renderer rounds every node where
 NumPy would. `Kernel.text()` prints the IR; a cpu plan shows its kernels in ``plan.kernel_ir``.
 `Kernel.verify()` checks that a kernel is well formed (the lowering runs it wherever graphs are
@@ -251,6 +256,53 @@ class Kernel:
         lines += [f"  # {n}" for n in self.notes]
         lines += [line for s in self.body for line in s.lines("  ")]
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+CONTRACTION_DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """``out[om[m] + n * ldn] = sum over k in [0, K) of a[mo[m] + ko[k]] * b[k * ldb + n]``, for m in
+    [0, M) and n in [0, N).
+
+    * ``a`` is read through two offset tables: ``mo`` (M int64 offsets, one per output row) and
+      ``ko`` (K offsets, one per term). A convolution's row m is an output position and its term k
+      a (channel, kernel row, kernel column) of the window, both offsets into the padded image, so
+      the windows are never copied out (no im2col).
+    * ``b`` is a (K, ldb) row-major matrix whose rows may be read up to the next multiple of the
+      target's vector width past N (the lanes past N are computed and dropped).
+    * ``out`` is written through ``om`` (one offset per row) and the column stride ``ldn``: a
+      convolution's position m and channel n land at their (N, O, OH, OW) place (ldn = OH*OW); a
+      row-major matrix has om[m] = m * N and ldn = 1 (whole vectors stored at once).
+    * Order: each sum starts from zero and adds its terms k = 0, 1, ..., K-1 in turn, each with one
+      fused multiply-add where the target has FMA (one rounding per term). Every output element is
+      that one sequence of operations however a renderer tiles the loops or splits rows over
+      threads, so results do not depend on the vector width, the tile or the thread count.
+    """
+
+    name: str
+    dtype: str
+
+    def verify(self) -> None:
+        """Check the contraction is one the renderers can spell (`KernelIRError` otherwise)."""
+        if self.dtype not in CONTRACTION_DTYPES:
+            raise KernelIRError(f"contraction {self.name}: dtype {self.dtype!r} is not one of {CONTRACTION_DTYPES}")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", self.name):
+            raise KernelIRError(f"contraction {self.name!r}: the name must be a C identifier")
+
+    def text(self) -> str:
+        """The contraction as readable text."""
+        return "\n".join([f"contraction {self.name} ({self.dtype})",
+                          f"  a: {self.dtype}[*], mo: int64[M], ko: int64[K], b: {self.dtype}[K, ldb], om: int64[M]",
+                          f"  out: {self.dtype}[*] (written)",
+                          "  for m in [0, M) parallel:",
+                          "    for n in [0, N) vector:",
+                          "      out[om[m] + n * ldn] = sum[sequential, fma] over k in [0, K) of "
+                          "a[mo[m] + ko[k]] * b[k * ldb + n]"])
 
     def __str__(self) -> str:
         return self.text()

@@ -1,0 +1,149 @@
+"""A convolution as one register-tiled contraction read straight from the padded image.
+
+The conv2d primitive (ops/conv.py) computes ``out[n, o, y, x] = sum over (c, i, j) of
+image[n, c, y*sh + i*dh, x*sw + j*dw] * weight[o, c, i, j]`` with the kernel IR's `Contraction`
+(kiln/jit/backends/render/kernel_ir.py), rendered for this CPU by render/c_contraction.py:
+
+* a: the image, zero-padded once into a C-ordered (N, C, H + 2ph, W + 2pw) copy (none when
+  the padding is zero and the image is contiguous);
+* mo: one offset per output position (n, y, x), into that padded image;
+* ko: one offset per window term (c, i, j), relative to its position;
+* b: the weight as a (C*kh*kw, O) matrix, O padded to a whole number of vectors;
+* om: each output position's place in the (N, O, OH, OW) result, whose channels lie OH*OW apart.
+
+So there is no im2col buffer, and the result comes out C-ordered as PyTorch lays it out, with
+no transposing copy after the product. Each output element is summed from
+zero over the window in (c, i, j) order, one fused multiply-add per term where the CPU has
+FMA, so its bits depend on nothing but the inputs: not the vector width, the tile, or how
+many threads share the rows. Eager execution and compiled plans call this same library, so
+they agree bit for bit.
+
+Built once per process with kiln's toolchain (cached on disk like every kernel); where no C
+compiler works, `conv2d_direct` answers None and the primitive computes the product with
+NumPy's BLAS instead (other bits, the same everywhere in that process).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+
+FUNCTIONS = {np.dtype(np.float32): "kiln_contract_f32", np.dtype(np.float64): "kiln_contract_f64"}
+LANES = 16  # b's rows are padded to a multiple of this many elements: the widest vector of any target
+MIN_PER_THREAD = 4  # work (rows x columns x terms) per row is given to the team threshold divided by this
+
+_lock = threading.Lock()
+_functions: dict[str, Any] = {}
+_unavailable: list[str] = []  # why the library cannot be built here (filled once)
+
+
+def contractions() -> list:
+    """The contractions (kernel IR) the library holds, one per dtype."""
+    from ..jit.backends.render.kernel_ir import Contraction  # noqa: PLC0415 - kiln.jit imports kiln.ops
+
+    return [Contraction(name, dtype.name) for dtype, name in FUNCTIONS.items()]
+
+
+def _function(name: str) -> Any:
+    fn = _functions.get(name)
+    if fn is not None or _unavailable:
+        return fn
+    with _lock:
+        if not _functions and not _unavailable:
+            from ..jit.backends.cpu import toolchain  # noqa: PLC0415 - kiln.jit imports kiln.ops
+            from ..jit.backends.render.c_contraction import render_contraction  # noqa: PLC0415
+
+            try:
+                lib = toolchain.build(render_contraction(contractions()), "kiln_contract_f32")
+            except toolchain.CompilerUnavailable as exc:
+                _unavailable.append(str(exc))
+                return None
+            for symbol in FUNCTIONS.values():
+                f = getattr(lib, symbol)
+                f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 4
+                f.restype = None
+                pack = getattr(lib, f"{symbol}_pack")
+                pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong]
+                pack.restype = None
+                _functions[symbol] = f
+                _functions[f"{symbol}_pack"] = pack
+        return _functions.get(name)
+
+
+def available() -> bool:
+    """Whether the contraction library builds and loads here."""
+    return _function(FUNCTIONS[np.dtype(np.float32)]) is not None
+
+
+def contract(a: np.ndarray, mo: np.ndarray, ko: np.ndarray, b: np.ndarray, n: int, out: np.ndarray,
+             om: np.ndarray, ldn: int) -> bool:
+    """``out.flat[om[m] + j * ldn] = sum over k of a.flat[mo[m] + ko[k]] * b[k, j]`` for j < n, in C; False
+    (nothing done) when the library is unavailable. `b` must be C-ordered with rows of a multiple of
+    LANES elements, `a` and `out` C-contiguous; the offsets must stay inside them (unchecked)."""
+    fn = _function(FUNCTIONS[a.dtype])
+    if fn is None:
+        return False
+    m, k = len(mo), len(ko)
+    fn(m, max(1, n * k // MIN_PER_THREAD), a.ctypes.data, mo.ctypes.data, ko.ctypes.data, b.ctypes.data,
+       out.ctypes.data, om.ctypes.data, n, k, b.shape[1], ldn)
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def conv_offsets(n: int, c: int, hp: int, wp: int, o: int, kernel: tuple, stride: tuple, dilation: tuple,
+                 out_hw: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mo, ko, om) of a convolution over a padded (n, c, hp, wp) image into an (n, o, OH, OW) result:
+    each output position's window origin, each window term's offset from it, and each position's
+    place in the result (channel 0), in elements. Read-only arrays, cached per geometry."""
+    (oh, ow), (kh, kw), (sh, sw), (dh, dw) = out_hw, kernel, stride, dilation
+    images, rows, columns = (np.arange(size, dtype=np.int64) for size in (n, oh, ow))
+    mo = (images[:, None, None] * (c * hp * wp) + rows[None, :, None] * (sh * wp) + columns[None, None, :] * sw)
+    ko = (np.arange(c, dtype=np.int64)[:, None, None] * (hp * wp)
+          + np.arange(kh, dtype=np.int64)[None, :, None] * (dh * wp)
+          + np.arange(kw, dtype=np.int64)[None, None, :] * dw)
+    om = images[:, None, None] * (o * oh * ow) + rows[None, :, None] * ow + columns[None, None, :]
+    tables = (mo.reshape(-1), ko.reshape(-1), om.reshape(-1))
+    for table in tables:
+        table.flags.writeable = False
+    return tables
+
+
+def packed_operand(matrix: np.ndarray) -> np.ndarray:
+    """An (n, k) matrix transposed into the contraction's operand b: (k, n rounded up to LANES), C-ordered,
+    64-byte aligned, the padding columns zero. Call only where `available()`."""
+    n, k = matrix.shape
+    width = -(-n // LANES) * LANES
+    raw = np.empty(k * width + 64 // matrix.itemsize, matrix.dtype)
+    start = (-raw.ctypes.data % 64) // matrix.itemsize
+    b = raw[start:start + k * width].reshape(k, width)
+    b[:, n:] = 0
+    _function(f"{FUNCTIONS[matrix.dtype]}_pack")(n, k, np.ascontiguousarray(matrix).ctypes.data, b.ctypes.data,
+                                                 width)
+    return b
+
+
+def conv2d_direct(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dilation: tuple,
+                  out_hw: tuple) -> np.ndarray | None:
+    """The convolution of image `x` (N, C, H, W) with weight `w` (O, C, kh, kw): (N, O, OH, OW), C-ordered;
+    None when this dtype or machine has no contraction library (the caller computes it otherwise)."""
+    if x.dtype not in FUNCTIONS or w.dtype != x.dtype or type(x) is not np.ndarray or 0 in x.shape + w.shape:
+        return None
+    if not available():
+        return None
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    (ph, pw), (oh, ow) = padding, out_hw
+    if ph or pw:
+        image = np.zeros((n, c, h + 2 * ph, wd + 2 * pw), x.dtype)
+        image[:, :, ph:ph + h, pw:pw + wd] = x
+    else:
+        image = np.ascontiguousarray(x)
+    mo, ko, om = conv_offsets(n, c, image.shape[2], image.shape[3], o, (kh, kw), tuple(stride), tuple(dilation),
+                              (oh, ow))
+    b = packed_operand(w.reshape(o, c * kh * kw))
+    out = np.empty((n, o, oh, ow), x.dtype)
+    contract(image, mo, ko, b, o, out, om, oh * ow)
+    return out

@@ -1,0 +1,109 @@
+"""The contraction library (convolution without im2col) gives the same bits on every target with FMA.
+
+render/c_contraction.py picks its vector width and register tile per target with the C
+preprocessor: 512-bit vectors and 6x4 tiles with AVX-512, 256-bit and 6x2 with AVX2, 128-bit and
+6x4 on aarch64, 128-bit and 4x2 elsewhere. Each output element is still one sequence of fused
+multiply-adds from zero over k in order, so every FMA build must agree bit for bit; the build
+without FMA (plain x86-64) rounds each product and sum apart, and must stay within float32
+rounding of the float64 sum.
+
+The library's source, exactly as kiln renders it, is linked with a small `main` per target (the
+targets and their flags are test_cross_target_bits.py's) and fed one convolution whose output
+channels (37) end in a partial vector on every target and whose positions end in a partial tile.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_cross_target_bits import BASELINE, FUSED, RUN_TIMEOUT_S, Target
+
+from kiln.jit.backends.render.c_contraction import render_contraction
+from kiln.jit.backends.render.kernel_ir import Contraction
+from kiln.ops import conv_native
+
+N, C, H, W, O, KH, KW = 3, 5, 9, 7, 37, 3, 3  # padding 1, stride 1: the output is (3, 37, 9, 7)
+HP, WP = H + 2, W + 2
+LANES = conv_native.LANES
+WIDTH = -(-O // LANES) * LANES
+
+
+def _inputs() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    image = np.zeros((N, C, HP, WP), np.float32)
+    image[:, :, 1:-1, 1:-1] = rng.standard_normal((N, C, H, W)) * np.exp(rng.uniform(-8, 8, (N, C, H, W)))
+    packed = np.zeros((C * KH * KW, WIDTH), np.float32)
+    packed[:, :O] = rng.standard_normal((C * KH * KW, O))
+    return image, packed
+
+
+def _harness() -> str:
+    mo, ko, om = conv_native.conv_offsets(N, C, HP, WP, O, (KH, KW), (1, 1), (1, 1), (H, W))
+    table = lambda name, values: f"static const long long {name}[] = {{{', '.join(map(str, values))}}};"  # noqa: E731
+    return f"""#include <stdio.h>
+#include <stdlib.h>
+void kiln_contract_f32(long long outer, long long inner, const float *a, const long long *mo, const long long *ko,
+                       const float *b, float *out, const long long *om, long long n, long long k, long long ldb,
+                       long long ldn);
+{table("mo", mo)}
+{table("ko", ko)}
+{table("om", om)}
+int main(int argc, char **argv) {{
+    const long long na = {N * C * HP * WP}, nb = {C * KH * KW * WIDTH}, no = {N * O * H * W};
+    float *a = malloc(4 * na), *b = malloc(4 * nb), *out = malloc(4 * no);
+    FILE *f = argc == 3 ? fopen(argv[1], "rb") : NULL;
+    if (!a || !b || !out || !f || fread(a, 4, na, f) != (size_t)na || fread(b, 4, nb, f) != (size_t)nb) return 2;
+    fclose(f);
+    kiln_contract_f32({len(mo)}, 1, a, mo, ko, b, out, om, {O}, {len(ko)}, {WIDTH}, {H * W});
+    f = fopen(argv[2], "wb");
+    if (!f || fwrite(out, 4, no, f) != (size_t)no) return 3;
+    return fclose(f) != 0;
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("contraction_targets")
+    (path / "contraction.c").write_text(render_contraction([Contraction("kiln_contract_f32", "float32")]))
+    (path / "main.c").write_text(_harness())
+    image, packed = _inputs()
+    np.concatenate([image.ravel(), packed.ravel()]).tofile(path / "inputs.bin")
+    return path
+
+
+def _run(folder: Path, target: Target) -> np.ndarray:
+    why = target.missing()
+    if why is not None:
+        pytest.skip(f"{target.name}: {why}")
+    stem = re.sub(r"\W+", "_", target.name)
+    program, results = folder / stem, folder / f"{stem}.bin"
+    built = subprocess.run([target.compiler, *target.flags(), str(folder / "contraction.c"), str(folder / "main.c"),
+                            "-o", str(program), "-lm"], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert built.returncode == 0, f"{target.name}: the build failed:\n{built.stderr[-4000:]}"
+    ran = subprocess.run([*target.runner, str(program), str(folder / "inputs.bin"), str(results)],
+                         capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert ran.returncode == 0, f"{target.name}: the program exited with {ran.returncode}:\n{ran.stderr[-4000:]}"
+    return np.fromfile(results, np.float32).reshape(N, O, H, W)
+
+
+def _float64_sum() -> np.ndarray:
+    image, packed = _inputs()
+    windows = np.lib.stride_tricks.sliding_window_view(image.astype(np.float64), (KH, KW), axis=(2, 3))
+    return np.einsum("nchwij,cijo->nohw", windows, packed[:, :O].astype(np.float64).reshape(C, KH, KW, O))
+
+
+@pytest.mark.parametrize("target", FUSED[1:], ids=lambda t: t.name)
+def test_fma_builds_give_the_same_bits(folder, target):
+    first = _run(folder, FUSED[0])
+    np.testing.assert_array_equal(_run(folder, target).view(np.uint32), first.view(np.uint32))
+
+
+@pytest.mark.parametrize("target", [FUSED[0], BASELINE], ids=lambda t: t.name)
+def test_every_build_is_within_float32_rounding_of_the_float64_sum(folder, target):
+    want = _float64_sum()
+    scale = np.abs(_inputs()[0]).max() * np.abs(_inputs()[1]).max() * C * KH * KW
+    np.testing.assert_allclose(_run(folder, target), want, rtol=0, atol=4e-7 * scale)

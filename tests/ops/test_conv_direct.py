@@ -1,0 +1,172 @@
+"""conv2d's forward as one register-tiled contraction (kiln/ops/conv_native.py), with no im2col.
+
+Oracles: the same sums in float64 by NumPy (the contraction, and convolution by explicit window
+sums), PyTorch's conv2d where installed, and the library itself under other tilings and thread
+counts, which must give the same bits (each output is one sequence of multiply-adds).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn.functional as F
+from kiln.jit.backends.cpu import parallel
+from kiln.jit.backends.render import kernel_ir
+from kiln.jit.backends.render.c_contraction import TARGETS, render_contraction
+from kiln.ops import conv_native
+
+needs_library = pytest.mark.skipif(not conv_native.available(), reason="no C compiler for the contraction library")
+
+
+def _reference_conv(x: np.ndarray, w: np.ndarray, stride, padding, dilation) -> np.ndarray:
+    """Convolution by explicit window sums in float64."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+GEOMETRIES = [  # (n, c, h, w, o, kh, kw, stride, padding, dilation)
+    (1, 1, 5, 5, 1, 3, 3, (1, 1), (1, 1), (1, 1)),  # one of everything: tails in every direction
+    (2, 3, 7, 9, 5, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (3, 4, 11, 6, 33, 3, 2, (2, 1), (2, 0), (1, 2)),  # 33 channels: two full vectors and a 1-lane tail
+    (2, 6, 8, 8, 100, 1, 1, (2, 2), (0, 0), (1, 1)),
+    (1, 5, 9, 13, 17, 5, 3, (3, 2), (2, 1), (2, 3)),
+    (4, 2, 6, 6, 64, 2, 2, (1, 1), (3, 3), (1, 1)),  # padding wider than the kernel: all-padding windows
+]
+
+
+@needs_library
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[:7])))
+def test_the_contraction_convolves_like_explicit_window_sums(geometry, dtype):
+    n, c, h, wd, o, kh, kw, stride, padding, dilation = geometry
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((n, c, h, wd)).astype(dtype), rng.standard_normal((o, c, kh, kw)).astype(dtype)
+    want = _reference_conv(x, w, stride, padding, dilation)
+    got = conv_native.conv2d_direct(x, w, stride, padding, dilation, want.shape[2:])
+    assert got.shape == want.shape and got.dtype == np.dtype(dtype) and got.flags.c_contiguous
+    tol = 1e-5 if dtype == "float32" else 1e-13
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(c * kh * kw) * np.abs(want).max())
+
+
+@needs_library
+def test_a_plain_matrix_product_through_the_offset_tables():
+    """mo[m] = m*K, ko[k] = k, om[m] = m*N, ldn = 1: a row-major GEMM, stored a vector at a time."""
+    rng = np.random.default_rng(1)
+    for m, k, n in [(1, 1, 1), (7, 13, 29), (13, 64, 48), (40, 3, 70)]:
+        a, bmat = rng.standard_normal((m, k)), rng.standard_normal((n, k))  # b given as (n, k), as a weight
+        out = np.full((m, n), np.nan)
+        mo, ko, om = (np.arange(m) * k).astype(np.int64), np.arange(k, dtype=np.int64), (np.arange(m) * n).astype(np.int64)
+        assert conv_native.contract(a, mo, ko, conv_native.packed_operand(bmat), n, out, om, 1)
+        np.testing.assert_allclose(out, a @ bmat.T, rtol=1e-13, atol=1e-13 * k)
+
+
+@needs_library
+def test_the_bits_do_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((3, 8, 10, 10)).astype(np.float32), rng.standard_normal((20, 8, 3, 3)).astype(np.float32)
+    threads, threshold = parallel.kernel_threads(), parallel.min_elements()
+    try:
+        parallel.set_min_elements(0)
+        results, teams = [], []
+        for count in (1, 2, 3):
+            parallel.set_kernel_threads(count)
+            before = parallel.teams_run()
+            results.append(conv_native.conv2d_direct(x, w, (1, 1), (1, 1), (1, 1), (10, 10)))
+            teams.append(parallel.teams_run() - before)
+    finally:
+        parallel.set_kernel_threads(threads)
+        parallel.set_min_elements(threshold)
+    for got in results[1:]:
+        np.testing.assert_array_equal(got.view(np.uint32), results[0].view(np.uint32))
+    assert teams[0] == 0  # one thread: no team
+    if parallel.last_team_size():  # an OpenMP build ran the others on teams
+        assert teams[1] > 0 and teams[2] > 0
+
+
+def _primitives(t) -> list[str]:
+    """The primitives of the autograd graph that made `t`."""
+    seen, stack, found = set(), [t._node], []
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen or node.inputs is None:
+            continue
+        seen.add(id(node))
+        found.append(node.prim.name)
+        stack += [i._node for i in node.inputs]
+    return found
+
+
+def test_the_forward_makes_no_columns_and_the_backward_one_set():
+    x, w = kiln.randn(2, 3, 8, 8, requires_grad=True), kiln.randn(4, 3, 3, 3, requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    assert _primitives(y) == ["conv2d"]
+    gx, gw = kiln.autograd.grad(y.sum(), (x, w), create_graph=True)
+    assert _primitives(gw).count("unfold2d") == 1 and "unfold2d" not in _primitives(gx)  # the weight's columns
+
+
+def test_without_the_library_the_same_values_come_from_one_gemm(monkeypatch):
+    """No compiler (or another array type): conv2d computes the product with BLAS over im2col columns."""
+    monkeypatch.setattr(conv_native, "available", lambda: False)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 3, 7, 7)).astype(np.float32), rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    got = F.conv2d(kiln.tensor(x), kiln.tensor(w), stride=2, padding=1).numpy()
+    want = _reference_conv(x, w, (2, 2), (1, 1), (1, 1))
+    assert got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_compiled_convolution_equals_eager_bit_for_bit(dtype):
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((3, 4, 9, 7)).astype(dtype), rng.standard_normal((6, 4, 3, 3)).astype(dtype)
+
+    def fn(x, w):
+        return F.relu(F.conv2d(x, w, stride=(2, 1), padding=1, dilation=(1, 2))) * 2.0
+
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        got = compiled(kiln.tensor(x), kiln.tensor(w)).numpy()
+    want = fn(kiln.tensor(x), kiln.tensor(w)).numpy()
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def test_the_kernel_ir_names_the_sum_and_its_order():
+    text = kernel_ir.Contraction("kiln_contract_f32", "float32").text()
+    assert "sum[sequential, fma]" in text and "a[mo[m] + ko[k]]" in text and "out[om[m] + n * ldn]" in text
+    with pytest.raises(kernel_ir.KernelIRError, match="dtype"):
+        kernel_ir.Contraction("c", "int64").verify()
+    with pytest.raises(kernel_ir.KernelIRError, match="C identifier"):
+        kernel_ir.Contraction("not a name", "float32").verify()
+
+
+def test_every_target_tile_fits_its_vector_registers():
+    """rows x vectors accumulators, the vectors of b and one broadcast: at most 32 registers on AVX-512 and
+    aarch64, 16 elsewhere."""
+    for condition, _nbytes, rows, vectors in TARGETS:
+        registers = 32 if ("AVX512" in condition or "aarch64" in condition) else 16
+        assert rows * vectors + vectors + 1 <= registers, condition
+    source = render_contraction(conv_native.contractions())
+    assert source.count("_tile4(") and "#pragma GCC optimize(\"fp-contract=fast\")" in source
+
+
+def test_conv2d_matches_torch_with_odd_sizes_and_batch_one():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    for n, c, h, w, o, k, stride, padding, dilation in [(1, 3, 5, 7, 7, 3, 1, 1, 1), (2, 5, 9, 4, 17, 2, 2, 1, 1),
+                                                         (3, 2, 13, 11, 1, 3, 2, 2, 2)]:
+        x, wt = rng.standard_normal((n, c, h, w)).astype(np.float32), rng.standard_normal((o, c, k, k)).astype(np.float32)
+        got = F.conv2d(kiln.tensor(x), kiln.tensor(wt), stride=stride, padding=padding, dilation=dilation).numpy()
+        want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), stride=stride, padding=padding,
+                                          dilation=dilation).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
