@@ -4,7 +4,7 @@
 >>> model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
 >>> loss = nn.CrossEntropyLoss()(model(kiln.randn(32, 784)), kiln.randint(0, 10, (32,)))
 """
-from . import functional, init, utils
+from . import functional, grad, init, utils
 from .activation import (GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softmax2d, Softmin, Softplus,
                          Tanh)
 from .activation_extra import (CELU, ELU, GLU, RReLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LogSigmoid,
@@ -46,7 +46,7 @@ from .upsample import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from . import modules  # noqa: E402 - kiln.nn.modules.<sub>, PyTorch's import paths for the classes above
 
 __all__ = [
-    "functional", "init", "utils", "Module", "Parameter", "RemovableHandle", "IncompatibleKeys",
+    "functional", "grad", "init", "utils", "Module", "Parameter", "RemovableHandle", "IncompatibleKeys",
     "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d",
     "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "Unflatten", "ReLU", "LeakyReLU", "GELU",
     "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "BatchNorm1d",

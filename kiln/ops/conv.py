@@ -1,22 +1,42 @@
-"""The conv2d primitive: a 2-D convolution (cross-correlation) of one group, without bias.
+"""The convolution primitives: conv2d (one group, no bias) and its two gradients.
 
-``conv2d(x, w)`` takes an (N, C, H, W) image and an (O, C, kh, kw) weight and gives the
-C-ordered (N, O, OH, OW) result, as PyTorch does; `kiln.functional.conv2d` adds the bias and
-handles groups.
+* ``conv2d(x, w)``: an (N, C, H, W) image and an (O, C, kh, kw) weight give the C-ordered
+  (N, O, OH, OW) result, as PyTorch's; `kiln.functional.conv2d` adds the bias and handles groups.
+* ``conv2d_weight_grad(x, g)``: the weight's gradient (O, C, kh, kw) from the image and the
+  output's gradient g (N, O, OH, OW).
+* ``conv2d_input_grad(g, w)``: the image's gradient (N, C, H, W).
 
-The forward pass never builds im2col columns where the contraction library is available (a C
-compiler; float32 or float64 on the CPU). Elsewhere (no compiler, CuPy arrays, other dtypes) it
-is one GEMM over unfold2d's columns. The gradients are the same products as ever: the weight's
-is ``g^T @ columns^T`` (one GEMM over the batch), the image's ``fold2d(w^T @ g^T)``.
+Each is bilinear, so the three are each other's gradients (a second derivative stays in the
+family). Where the contraction library is available (a C compiler; float32 or float64 NumPy
+arrays), each is one register-tiled contraction read straight from a padded operand, with no
+im2col columns (conv_native.py); the image's gradient of a strided convolution, whose windows
+skip positions, folds columns back instead. Elsewhere (no compiler, CuPy arrays, other dtypes)
+each is one GEMM over unfold2d's columns of the whole batch, and col2im for the image's gradient.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .conv_native import conv2d_direct
-from .elementwise import F
-from .primitive import REGISTRY, AbstractValue, Primitive, ShapeError
+from .conv_native import conv2d_direct, conv2d_input_grad_direct, conv2d_weight_grad_direct
+from .primitive import REGISTRY, AbstractValue, Primitive, ShapeError, bind
 from .window import _out_hw
+
+
+def _columns(xp, x, kernel, stride, padding, dilation):
+    """unfold2d's (C*kh*kw, N*OH*OW) columns of image `x`, and (OH, OW)."""
+    cols = REGISTRY["unfold2d"].kernel(xp, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                                       pad_value=0.0, batch_axis=3)
+    c, kh, kw, n, oh, ow = cols.shape
+    return cols.reshape(c * kh * kw, n * oh * ow), (oh, ow)
+
+
+def _rows(xp, g):
+    """An (N, O, OH, OW) gradient as the (O, N*OH*OW) matrix the GEMMs take."""
+    return xp.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(g.shape[1], -1)
+
+
+def _params(stride, padding, dilation) -> dict:
+    return {"stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation)}
 
 
 def _check(x: AbstractValue, w: AbstractValue) -> None:
@@ -48,27 +68,79 @@ class Conv2d(Primitive):
             out = conv2d_direct(x, w, stride, padding, dilation, (oh, ow))
             if out is not None:
                 return out
-        # no contraction library: one GEMM over the columns, (O, K) @ (K, N*OH*OW), moved to (N, O, OH, OW)
         n, o = x.shape[0], w.shape[0]
-        cols = REGISTRY["unfold2d"].kernel(xp, x, kernel=kernel, stride=stride, padding=padding,
-                                           dilation=dilation, pad_value=0.0, batch_axis=3)
-        k = cols.shape[0] * cols.shape[1] * cols.shape[2]
-        out = REGISTRY["matmul"].kernel(xp, w.reshape(o, k), cols.reshape(k, n * oh * ow))
+        cols, _ = _columns(xp, x, kernel, stride, padding, dilation)
+        out = REGISTRY["matmul"].kernel(xp, w.reshape(o, -1), cols)  # (O, N*OH*OW)
         return xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
 
     def vjp(self, g, inputs, node, *, stride, padding, dilation):
         x, w = inputs
-        f = F()
-        n, c, h, wd = x.shape
-        o, _, kh, kw = w.shape
-        k = c * kh * kw
-        oh, ow = g.shape[2], g.shape[3]
-        rows = f.reshape(f.permute(g, (1, 0, 2, 3)), (o, -1))  # (O, N*OH*OW)
-        gx = gw = None
-        if w.requires_grad:
-            cols = f.unfold2d(x, (kh, kw), stride, padding, dilation, 0.0, 3)
-            gw = f.reshape(f.matmul(rows, f.transpose(f.reshape(cols, (k, -1)), 0, 1)), tuple(w.shape))
-        if x.requires_grad:
-            dcols = f.matmul(f.transpose(f.reshape(w, (o, k)), 0, 1), rows)  # (K, N*OH*OW)
-            gx = f.fold2d(f.reshape(dcols, (c, kh, kw, n, oh, ow)), (h, wd), (kh, kw), stride, padding, dilation, 3)
+        params = _params(stride, padding, dilation)
+        gx = bind(REGISTRY["conv2d_input_grad"], (g, w), {"size": tuple(x.shape[2:]), **params}) \
+            if x.requires_grad else None
+        gw = bind(REGISTRY["conv2d_weight_grad"], (x, g), {"kernel": tuple(w.shape[2:]), **params}) \
+            if w.requires_grad else None
         return gx, gw
+
+
+class Conv2dWeightGrad(Primitive):
+    """(N, C, H, W) image, (N, O, OH, OW) output gradient -> the (O, C, kh, kw) weight gradient."""
+
+    name = "conv2d_weight_grad"
+    saves_inputs = (0, 1)
+
+    def abstract(self, x, g, *, kernel, stride, padding, dilation):
+        if len(x.shape) != 4 or len(g.shape) != 4 or x.shape[0] != g.shape[0]:
+            raise ShapeError(f"conv2d_weight_grad: expected an (N, C, H, W) image and an (N, O, OH, OW) gradient, "
+                             f"got shapes {tuple(x.shape)} and {tuple(g.shape)}")
+        return AbstractValue((g.shape[1], x.shape[1], *kernel), x.dtype)
+
+    def kernel(self, xp, x, g, *, kernel, stride, padding, dilation):
+        if xp is np:
+            out = conv2d_weight_grad_direct(x, g, kernel, stride, padding, dilation)
+            if out is not None:
+                return out
+        cols, _ = _columns(xp, x, kernel, stride, padding, dilation)
+        out = REGISTRY["matmul"].kernel(xp, _rows(xp, g), cols.T)  # (O, C*kh*kw)
+        return out.reshape(g.shape[1], x.shape[1], *kernel)
+
+    def vjp(self, gw, inputs, node, *, kernel, stride, padding, dilation):
+        x, g = inputs
+        params = _params(stride, padding, dilation)
+        gx = bind(REGISTRY["conv2d_input_grad"], (g, gw), {"size": tuple(x.shape[2:]), **params}) \
+            if x.requires_grad else None
+        gg = bind(REGISTRY["conv2d"], (x, gw), params) if g.requires_grad else None
+        return gx, gg
+
+
+class Conv2dInputGrad(Primitive):
+    """(N, O, OH, OW) output gradient, (O, C, kh, kw) weight -> the (N, C, H, W) image gradient."""
+
+    name = "conv2d_input_grad"
+    saves_inputs = (0, 1)
+
+    def abstract(self, g, w, *, size, stride, padding, dilation):
+        if len(g.shape) != 4 or len(w.shape) != 4 or g.shape[1] != w.shape[0]:
+            raise ShapeError(f"conv2d_input_grad: expected an (N, O, OH, OW) gradient and an (O, C, kh, kw) weight, "
+                             f"got shapes {tuple(g.shape)} and {tuple(w.shape)}")
+        return AbstractValue((g.shape[0], w.shape[1], *size), g.dtype)
+
+    def kernel(self, xp, g, w, *, size, stride, padding, dilation):
+        if xp is np:
+            out = conv2d_input_grad_direct(g, w, size, stride, padding, dilation)
+            if out is not None:
+                return out
+        n, o, oh, ow = g.shape
+        _, c, kh, kw = w.shape
+        dcols = REGISTRY["matmul"].kernel(xp, w.reshape(o, -1).T, _rows(xp, g))  # (C*kh*kw, N*OH*OW)
+        return REGISTRY["fold2d"].kernel(xp, dcols.reshape(c, kh, kw, n, oh, ow), size=tuple(size),
+                                         kernel=(kh, kw), stride=tuple(stride), padding=tuple(padding),
+                                         dilation=tuple(dilation), batch_axis=3)
+
+    def vjp(self, gx, inputs, node, *, size, stride, padding, dilation):
+        g, w = inputs
+        params = _params(stride, padding, dilation)
+        gg = bind(REGISTRY["conv2d"], (gx, w), params) if g.requires_grad else None
+        gw = bind(REGISTRY["conv2d_weight_grad"], (gx, g), {"kernel": tuple(w.shape[2:]), **params}) \
+            if w.requires_grad else None
+        return gg, gw

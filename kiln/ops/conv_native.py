@@ -113,37 +113,90 @@ def conv_offsets(n: int, c: int, hp: int, wp: int, o: int, kernel: tuple, stride
 
 def packed_operand(matrix: np.ndarray) -> np.ndarray:
     """An (n, k) matrix transposed into the contraction's operand b: (k, n rounded up to LANES), C-ordered,
-    64-byte aligned, the padding columns zero. Call only where `available()`."""
-    n, k = matrix.shape
+    64-byte aligned, the padding columns zero; a (batch, n, k) stack gives (batch * k, ...), each matrix's
+    rows after the previous one's. Call only where `available()`."""
+    stack = np.ascontiguousarray(matrix if matrix.ndim == 3 else matrix[None])
+    batch, n, k = stack.shape
     width = -(-n // LANES) * LANES
-    raw = np.empty(k * width + 64 // matrix.itemsize, matrix.dtype)
-    start = (-raw.ctypes.data % 64) // matrix.itemsize
-    b = raw[start:start + k * width].reshape(k, width)
+    raw = np.empty(batch * k * width + 64 // stack.itemsize, stack.dtype)
+    start = (-raw.ctypes.data % 64) // stack.itemsize
+    b = raw[start:start + batch * k * width].reshape(batch * k, width)
     b[:, n:] = 0
-    _function(f"{FUNCTIONS[matrix.dtype]}_pack")(n, k, np.ascontiguousarray(matrix).ctypes.data, b.ctypes.data,
-                                                 width)
+    pack = _function(f"{FUNCTIONS[stack.dtype]}_pack")
+    for i in range(batch):
+        pack(n, k, stack[i].ctypes.data, b[i * k:].ctypes.data, width)
     return b
+
+
+def _padded(x: np.ndarray, top: int, left: int, height: int, width: int) -> np.ndarray:
+    """`x` (N, C, H, W) placed at (top, left) in a zeroed (N, C, height, width) image, cut to fit (negative
+    offsets drop its first rows or columns); `x` itself, made contiguous, when it already fills it."""
+    n, c, h, w = x.shape
+    if (top, left, height, width) == (0, 0, h, w):
+        return np.ascontiguousarray(x)
+    image = np.zeros((n, c, height, width), x.dtype)
+    y0, x0 = max(0, -top), max(0, -left)
+    rows, cols = min(h - y0, height - max(0, top)), min(w - x0, width - max(0, left))
+    if rows > 0 and cols > 0:
+        image[:, :, max(0, top):max(0, top) + rows, max(0, left):max(0, left) + cols] = \
+            x[:, :, y0:y0 + rows, x0:x0 + cols]
+    return image
+
+
+def _usable(*arrays: np.ndarray) -> bool:
+    return (all(type(a) is np.ndarray and a.dtype == arrays[0].dtype and 0 not in a.shape for a in arrays)
+            and arrays[0].dtype in FUNCTIONS and available())
 
 
 def conv2d_direct(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dilation: tuple,
                   out_hw: tuple) -> np.ndarray | None:
     """The convolution of image `x` (N, C, H, W) with weight `w` (O, C, kh, kw): (N, O, OH, OW), C-ordered;
     None when this dtype or machine has no contraction library (the caller computes it otherwise)."""
-    if x.dtype not in FUNCTIONS or w.dtype != x.dtype or type(x) is not np.ndarray or 0 in x.shape + w.shape:
-        return None
-    if not available():
+    if not _usable(x, w):
         return None
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     (ph, pw), (oh, ow) = padding, out_hw
-    if ph or pw:
-        image = np.zeros((n, c, h + 2 * ph, wd + 2 * pw), x.dtype)
-        image[:, :, ph:ph + h, pw:pw + wd] = x
-    else:
-        image = np.ascontiguousarray(x)
+    image = _padded(x, ph, pw, h + 2 * ph, wd + 2 * pw)
     mo, ko, om = conv_offsets(n, c, image.shape[2], image.shape[3], o, (kh, kw), tuple(stride), tuple(dilation),
                               (oh, ow))
     b = packed_operand(w.reshape(o, c * kh * kw))
     out = np.empty((n, o, oh, ow), x.dtype)
     contract(image, mo, ko, b, o, out, om, oh * ow)
     return out
+
+
+def conv2d_weight_grad_direct(x: np.ndarray, g: np.ndarray, kernel: tuple, stride: tuple, padding: tuple,
+                              dilation: tuple) -> np.ndarray | None:
+    """The weight gradient of a convolution of `x` (N, C, H, W) whose output gradient is `g` (N, O, OH, OW):
+    (O, C, kh, kw), each element summed over every output position of the batch (the contraction's rows
+    are the window terms, its terms the positions). None where the library cannot run it."""
+    if not _usable(x, g):
+        return None
+    n, c, h, wd = x.shape
+    _, o, oh, ow = g.shape
+    (kh, kw), (ph, pw) = kernel, padding
+    image = _padded(x, ph, pw, h + 2 * ph, wd + 2 * pw)
+    positions, terms, _ = conv_offsets(n, c, image.shape[2], image.shape[3], o, (kh, kw), tuple(stride),
+                                       tuple(dilation), (oh, ow))
+    k = c * kh * kw
+    out = np.empty((o, c, kh, kw), x.dtype)
+    contract(image, terms, positions, packed_operand(g.reshape(n, o, oh * ow)), o, out,
+             np.arange(k, dtype=np.int64), k)
+    return out
+
+
+def conv2d_input_grad_direct(g: np.ndarray, w: np.ndarray, size: tuple, stride: tuple, padding: tuple,
+                             dilation: tuple) -> np.ndarray | None:
+    """The image gradient of a stride-1 convolution with weight `w` (O, C, kh, kw) whose output gradient
+    is `g` (N, O, OH, OW): (N, C, H, W), the convolution of `g`, padded by the kernel's extent less the
+    padding, with `w` flipped and its channels swapped. None for other strides (their windows skip
+    positions: the caller folds columns back instead) or where the library cannot run it."""
+    if tuple(stride) != (1, 1) or not _usable(g, w):
+        return None
+    (h, wd), (dh, dw) = size, dilation
+    _, _, kh, kw = w.shape
+    eh, ew = dh * (kh - 1), dw * (kw - 1)
+    image = _padded(g, eh - padding[0], ew - padding[1], h + eh, wd + ew)
+    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    return conv2d_direct(image, flipped, (1, 1), (0, 0), dilation, (h, wd))

@@ -391,15 +391,26 @@ def _window(fold: bool) -> Callable:
     return build
 
 
-def _conv2d(d: Draw):
-    kh, kw = d.int(1, 3), d.int(1, 3)
-    stride, pad, dil = (d.int(1, 2), d.int(1, 2)), (d.int(0, 1), d.int(0, 1)), (d.int(1, 2), 1)
-    h, w = (20, 24) if d.size == "big" else (d.int(3, 6), d.int(3, 6))
-    h, w = max(h, dil[0] * (kh - 1) + 1), max(w, kw)
-    n = 0 if d.size == "empty" else d.int(1, 2)
-    c, o = d.int(1, 3), (24 if d.size == "big" else d.int(1, 5))
-    return ((lambda x, wt: F.conv2d(x, wt, stride=stride, padding=pad, dilation=dil)),
-            [d.x((n, c, h, w)), d.x((o, c, kh, kw))])
+def _conv(which: str) -> Callable:
+    """conv2d, or one of its gradients through kiln.nn.grad (PyTorch's torch.nn.grad functions)."""
+    def build(d: Draw):
+        kh, kw = d.int(1, 3), d.int(1, 3)
+        stride, pad, dil = (d.int(1, 2), d.int(1, 2)), (d.int(0, 1), d.int(0, 1)), (d.int(1, 2), 1)
+        h, w = (20, 24) if d.size == "big" else (d.int(3, 6), d.int(3, 6))
+        h, w = max(h, dil[0] * (kh - 1) + 1), max(w, kw)
+        n = 0 if d.size == "empty" else d.int(1, 2)
+        c, o = d.int(1, 3), (24 if d.size == "big" else d.int(1, 5))
+        oh = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+        ow = (w + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+        geometry = {"stride": stride, "padding": pad, "dilation": dil}
+        if which == "input":
+            return ((lambda g, wt: kiln.nn.grad.conv2d_input((n, c, h, w), wt, g, **geometry)),
+                    [d.x((n, o, oh, ow)), d.x((o, c, kh, kw))])
+        if which == "weight":
+            return ((lambda x, g: kiln.nn.grad.conv2d_weight(x, (o, c, kh, kw), g, **geometry)),
+                    [d.x((n, c, h, w)), d.x((n, o, oh, ow))])
+        return (lambda x, wt: F.conv2d(x, wt, **geometry)), [d.x((n, c, h, w)), d.x((o, c, kh, kw))]
+    return build
 
 
 def _argsort(d: Draw):
@@ -556,7 +567,9 @@ TABLE: dict[str, Entry] = {
     "einsum": Entry(_einsum),
     "unfold2d": Entry(_window(fold=False)),
     "fold2d": Entry(_window(fold=True)),
-    "conv2d": Entry(_conv2d),
+    "conv2d": Entry(_conv("forward")),
+    "conv2d_input_grad": Entry(_conv("input")),
+    "conv2d_weight_grad": Entry(_conv("weight")),
     "argsort": Entry(_argsort, NUMERIC, grad=False),
     "topk": Entry(_topk),
     # creation

@@ -1,8 +1,9 @@
-"""unfold2d (a convolution's im2col) runs as generated C in native plans, equal to eager bit for bit.
+"""unfold2d (im2col) runs as generated C in native plans, equal to eager bit for bit.
 
-Convolutions with padding, stride and dilation, max-pooling with padding (its windows are
-padded with -inf) and float64, forward and backward, each compared with eager on the same
-inputs; the plan must run the unfold natively (no NumPy step for it).
+Convolutions written as im2col (unfold2d + one GEMM, as grouped convolutions and machines
+without the contraction library run them) with padding, stride and dilation, max-pooling with
+padding (its windows are padded with -inf) and float64, forward and backward, each compared with
+eager on the same inputs; the plan must run the unfold natively (no NumPy step for it).
 """
 from __future__ import annotations
 
@@ -15,6 +16,18 @@ from jit_helpers import assert_bitwise
 from native_helpers import native_cache, needs_native, node_kinds  # noqa: F401 - native_cache: an autouse fixture
 
 pytestmark = needs_native
+
+
+def im2col_conv(x, w, b=None, stride=1, padding=0, dilation=1):
+    """conv2d written as unfold2d (batch_axis=3) + one GEMM over the batch."""
+    from kiln.functional.layers import _pair, unfold2d  # noqa: PLC0415
+
+    n, (o, c, kh, kw) = x.shape[0], w.shape
+    cols = unfold2d(x, (kh, kw), _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation"),
+                    batch_axis=3)
+    oh, ow = cols.shape[4], cols.shape[5]
+    out = (w.reshape(o, -1) @ cols.reshape(c * kh * kw, -1)).reshape(o, n, oh, ow).permute(1, 0, 2, 3).clone()
+    return out if b is None else out + b.reshape(1, o, 1, 1)
 
 
 def _check(fn, *arrays):
@@ -43,7 +56,7 @@ def test_convolutions_unfold_natively_and_equal_eager(dtype, stride, padding, di
     x = rng.standard_normal((4, 3, 11, 13)).astype(dtype)
     w = rng.standard_normal((5, 3, 3, 3)).astype(dtype)
     b = rng.standard_normal(5).astype(dtype)
-    compiled = _check(lambda x, w, b: F.conv2d(x, w, b, stride=stride, padding=padding, dilation=dilation).relu(),
+    compiled = _check(lambda x, w, b: im2col_conv(x, w, b, stride=stride, padding=padding, dilation=dilation).relu(),
                       x, w, b)
     assert "native" in node_kinds(compiled, "unfold2d")
 
@@ -62,7 +75,7 @@ def test_unfold_covers_odd_kernels_paddings_and_strides(image, kernel, stride, p
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 3, *image)).astype(np.float32)
     w = rng.standard_normal((2, 3, *kernel)).astype(np.float32)
-    compiled = _check(lambda x, w: F.conv2d(x, w, stride=stride, padding=padding, dilation=dilation), x, w)
+    compiled = _check(lambda x, w: im2col_conv(x, w, stride=stride, padding=padding, dilation=dilation), x, w)
     assert "native" in node_kinds(compiled, "unfold2d")
 
 
@@ -79,7 +92,7 @@ def test_a_strided_input_is_read_through_its_own_strides():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 2, 12, 20)).astype(np.float32)
     w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
-    compiled = _check(lambda x, w: F.conv2d(x.permute(0, 1, 3, 2)[:, :, ::2, 1:], w, padding=1), x, w)
+    compiled = _check(lambda x, w: im2col_conv(x.permute(0, 1, 3, 2)[:, :, ::2, 1:], w, padding=1), x, w)
     assert node_kinds(compiled, "unfold2d") and set(node_kinds(compiled, "unfold2d")) == {"native"}
 
 
@@ -92,7 +105,7 @@ def test_the_input_gradient_folds_natively_without_padding(dtype, stride, dilati
     x = (rng.standard_normal((3, 2, 13, 11)) * np.exp(rng.uniform(-6, 6, (3, 2, 13, 11)))).astype(dtype)
     w = rng.standard_normal((4, 2, 3, 3)).astype(dtype)
     def squared(padding):  # (squared: the columns folded back carry varied gradients, not one per weight)
-        return lambda x, w: F.conv2d(x, w, stride=stride, dilation=dilation, padding=padding) ** 2
+        return lambda x, w: im2col_conv(x, w, stride=stride, dilation=dilation, padding=padding) ** 2
 
     compiled = _check(squared(0), x, w)
     assert set(node_kinds(compiled, "fold2d")) == {"native"}

@@ -1,7 +1,7 @@
-"""Convolution columns are made in the compiled backward only, never kept from the forward.
+"""Convolution columns are recomputed in the compiled backward, not kept from the forward.
 
-The forward convolves without columns (the conv2d primitive reads the windows where they lie); the
-backward makes each convolution's columns for its weight gradient.
+Columns exist where a convolution goes through im2col (a grouped one here; the one-group conv2d
+primitive reads its windows where they lie, in both directions, and makes none).
 
 Oracle: eager training on the same weights and batches, bit for bit (the columns are copies of the
 image's elements, so remaking them changes no bit), and the residual list of the training plan.
@@ -20,7 +20,8 @@ from jit_helpers import assert_bitwise
 def _net():
     kiln.manual_seed(0)
     return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                         nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 4 * 4, 5))
+                         nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(8 * 4 * 4, 5))
 
 
 def _train(compiled: bool, backend: str = "cpu") -> tuple[list, list, object]:
@@ -50,11 +51,14 @@ def test_columns_are_remade_in_the_backward_and_training_equals_eager():
         (entry,) = compiled.cache_entries
         producer = {n.out.id: n for n in entry.graph.nodes}
         residual_prims = {producer[v.id].prim.name for v in entry.graph.outputs[entry.n_outputs:] if v.id in producer}
-        convolutions = [n for n in entry.graph.nodes if n.prim.name == "conv2d"]
-        assert len(convolutions) == 2 and not any(n.prim.name == "unfold2d" for n in entry.graph.nodes)
-        assert "unfold2d" not in residual_prims  # no residual is a column matrix...
-        # ...the backward makes them, once per convolution
-        assert sum(n.prim.name == "unfold2d" for n in entry.backward_graph.nodes) == len(convolutions)
+        assert sum(n.prim.name == "conv2d" for n in entry.graph.nodes) == 1  # the one-group convolution
+        chains = [n for n in entry.graph.nodes if n.prim.name == "unfold2d"]  # the grouped one's columns
+        assert len(chains) == 1 and "unfold2d" not in residual_prims  # no residual is a column matrix...
+        assert all(not any(u is v for v in entry.graph.outputs[entry.n_outputs:]) for u in
+                   [n.out for n in entry.graph.nodes if n.prim.name == "reshape" and
+                    producer.get(n.inputs[0].id) in chains])
+        # ...the backward makes them again, once per grouped convolution
+        assert sum(n.prim.name == "unfold2d" for n in entry.backward_graph.nodes) == len(chains)
 
 
 def test_remade_columns_are_scheduled_at_their_use_not_hoisted(monkeypatch):
@@ -62,8 +66,9 @@ def test_remade_columns_are_scheduled_at_their_use_not_hoisted(monkeypatch):
     so the remade columns of different convolutions are not live in the backward's arena at the same time."""
     def backward_arena_bytes() -> int:
         kiln.manual_seed(0)
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1),
-                              nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1))
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1, groups=2),
+                              nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1, groups=2), nn.ReLU(),
+                              nn.Conv2d(16, 16, 3, padding=1, groups=2))
         compiled = kiln.compile(model)
         compiled(kiln.randn(8, 3, 32, 32)).sum().backward()
         (entry,) = compiled.cache_entries

@@ -60,6 +60,21 @@ def test_the_contraction_convolves_like_explicit_window_sums(geometry, dtype):
 
 
 @needs_library
+def test_a_weight_gradient_summing_over_more_positions_than_a_block():
+    """5 x 30 x 30 = 4500 positions: three blocks of K_BLOCK terms, each resuming from the stored sums."""
+    from kiln.jit.backends.render.c_contraction import K_BLOCK  # noqa: PLC0415
+
+    rng = np.random.default_rng(9)
+    x, g = rng.standard_normal((5, 3, 30, 30)), rng.standard_normal((5, 20, 30, 30))
+    assert 5 * 30 * 30 > 2 * K_BLOCK
+    got = conv_native.conv2d_weight_grad_direct(x, g, (3, 3), (1, 1), (1, 1), (1, 1))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.stack([np.einsum("nchw,nohw->oc", padded[:, :, i:i + 30, j:j + 30], g)
+                     for i in range(3) for j in range(3)], -1).reshape(20, 3, 3, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11 * np.abs(want).max())
+
+
+@needs_library
 def test_a_plain_matrix_product_through_the_offset_tables():
     """mo[m] = m*K, ko[k] = k, om[m] = m*N, ldn = 1: a row-major GEMM, stored a vector at a time."""
     rng = np.random.default_rng(1)
@@ -107,12 +122,52 @@ def _primitives(t) -> list[str]:
     return found
 
 
-def test_the_forward_makes_no_columns_and_the_backward_one_set():
+def test_neither_direction_makes_columns():
     x, w = kiln.randn(2, 3, 8, 8, requires_grad=True), kiln.randn(4, 3, 3, 3, requires_grad=True)
     y = F.conv2d(x, w, padding=1)
     assert _primitives(y) == ["conv2d"]
     gx, gw = kiln.autograd.grad(y.sum(), (x, w), create_graph=True)
-    assert _primitives(gw).count("unfold2d") == 1 and "unfold2d" not in _primitives(gx)  # the weight's columns
+    assert "unfold2d" not in _primitives(gx) + _primitives(gw)
+    assert "conv2d_input_grad" in _primitives(gx) and "conv2d_weight_grad" in _primitives(gw)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("stride, padding, dilation", [(1, 1, 1), (2, 1, 1), (1, 3, 2), (2, 0, 1)])
+def test_nn_grad_functions_match_torch(groups, stride, padding, dilation):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((3, 4, 9, 8)).astype(np.float32), rng.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
+    geometry = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+    out = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), **geometry)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    got_x = kiln.nn.grad.conv2d_input(x.shape, kiln.tensor(w), kiln.tensor(g), **geometry).numpy()
+    got_w = kiln.nn.grad.conv2d_weight(kiln.tensor(x), w.shape, kiln.tensor(g), **geometry).numpy()
+    want_x = torch.nn.grad.conv2d_input(x.shape, torch.tensor(w), torch.tensor(g), **geometry).numpy()
+    want_w = torch.nn.grad.conv2d_weight(torch.tensor(x), w.shape, torch.tensor(g), **geometry).numpy()
+    np.testing.assert_allclose(got_x, want_x, rtol=1e-5, atol=1e-5 * np.abs(want_x).max())
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-5, atol=1e-5 * np.abs(want_w).max())
+
+
+@needs_library
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[:7])))
+def test_the_gradient_contractions_match_float64_sums(geometry):
+    """Weight gradient: rows are window terms, terms are the batch's positions (long sums, in blocks);
+    image gradient (stride 1): the flipped weight over the padded output gradient."""
+    torch = pytest.importorskip("torch")
+    n, c, h, wd, o, kh, kw, stride, padding, dilation = geometry
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((n, c, h, wd)), rng.standard_normal((o, c, kh, kw))
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    out = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=padding, dilation=dilation)
+    g = rng.standard_normal(out.shape)
+    out.backward(torch.tensor(g))
+    got_w = conv_native.conv2d_weight_grad_direct(x, g, (kh, kw), stride, padding, dilation)
+    np.testing.assert_allclose(got_w, tw.grad.numpy(), rtol=1e-12, atol=1e-12 * np.abs(tw.grad.numpy()).max())
+    got_x = conv_native.conv2d_input_grad_direct(g, w, (h, wd), stride, padding, dilation)
+    if stride != (1, 1):
+        assert got_x is None  # strided windows skip positions: conv2d_input_grad folds columns instead
+    else:
+        np.testing.assert_allclose(got_x, tx.grad.numpy(), rtol=1e-12, atol=1e-12 * np.abs(tx.grad.numpy()).max())
 
 
 def test_without_the_library_the_same_values_come_from_one_gemm(monkeypatch):

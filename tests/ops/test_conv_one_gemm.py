@@ -1,10 +1,11 @@
-"""conv2d's gradients (and a grouped convolution's forward) run the whole batch as one GEMM per
-direction, through unfold2d's batch_axis=3 layout.
+"""Convolutions that go through im2col run the whole batch as one GEMM per direction, through
+unfold2d's batch_axis=3 layout: a grouped convolution, and every convolution where the contraction
+library cannot run (no C compiler, CuPy arrays); the one-group convolution and its gradients
+otherwise make no columns at all (tests/ops/test_conv_direct.py).
 
 unfold2d/fold2d with batch_axis=3 lay the columns out as (C, kh, kw, N, OH, OW): the same values
 as the per-image layout, moved. conv2d's output is C-ordered (N, O, OH, OW) like PyTorch's, and
-its forward and both gradients match PyTorch at ResNet-18's shapes. (The one-group forward makes
-no columns at all: tests/ops/test_conv_direct.py.)
+its forward and both gradients match PyTorch at ResNet-18's shapes.
 """
 from __future__ import annotations
 
@@ -55,12 +56,23 @@ def test_conv_output_is_c_ordered_like_torch(batch):
     assert y.view(batch, -1).shape == (batch, 180)  # a flatten by view, as classifier heads do
 
 
-def test_the_gradients_are_one_gemm_over_the_batch():
-    """conv2d's backward is two 2-D GEMMs over the whole batch: no per-image products summed afterwards."""
+def test_without_the_library_each_direction_is_one_gemm_over_the_batch(monkeypatch):
+    """No contraction library: the forward and both gradients are one 2-D GEMM each, no per-image products."""
+    from kiln.ops import conv, conv_native  # noqa: PLC0415
+
+    monkeypatch.setattr(conv_native, "available", lambda: False)
+    seen = []
+
+    class Spy:
+        def kernel(self, xp, a, b):
+            seen.append((tuple(a.shape), tuple(b.shape)))
+            return kiln.ops.REGISTRY["matmul"].kernel(xp, a, b)
+
+    monkeypatch.setattr(conv, "REGISTRY", {**kiln.ops.REGISTRY, "matmul": Spy()})
     x, w = kiln.randn(4, 3, 8, 8, requires_grad=True), kiln.randn(6, 3, 3, 3, requires_grad=True)
-    gx, gw = kiln.autograd.grad(F.conv2d(x, w, padding=1).sum(), (x, w), create_graph=True)
-    products = [(tuple(n.inputs[0].shape), tuple(n.inputs[1].shape)) for n in _matmul_nodes(gx) + _matmul_nodes(gw)]
-    assert sorted(products) == sorted([((27, 6), (6, 4 * 8 * 8)), ((6, 4 * 8 * 8), (4 * 8 * 8, 27))])
+    F.conv2d(x, w, padding=1).sum().backward()
+    assert sorted(seen) == sorted([((6, 27), (27, 4 * 8 * 8)), ((6, 4 * 8 * 8), (4 * 8 * 8, 27)),
+                                   ((27, 6), (6, 4 * 8 * 8))])
 
 
 RESNET_CONVS = [  # (in, out, image, kernel, stride, padding) of ResNet-18 on 32x32 images
