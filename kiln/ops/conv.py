@@ -8,10 +8,10 @@
 
 Each is bilinear, so the three are each other's gradients (a second derivative stays in the
 family). Where the contraction library is available (a C compiler; float32 or float64 NumPy
-arrays), each is one register-tiled contraction read straight from a padded operand, with no
-im2col columns (conv_native.py); the image's gradient of a strided convolution, whose windows
-skip positions, folds columns back instead. Elsewhere (no compiler, CuPy arrays, other dtypes)
-each is one GEMM over unfold2d's columns of the whole batch, and col2im for the image's gradient.
+arrays), each is a register-tiled contraction read straight from a padded operand, with no
+im2col columns (conv_native.py; a strided convolution's image gradient is one contraction per
+phase of the stride). Elsewhere (no compiler, CuPy arrays, other dtypes) each is one GEMM over
+unfold2d's columns of the whole batch, and col2im for the image's gradient.
 """
 from __future__ import annotations
 

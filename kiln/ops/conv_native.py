@@ -188,15 +188,75 @@ def conv2d_weight_grad_direct(x: np.ndarray, g: np.ndarray, kernel: tuple, strid
 
 def conv2d_input_grad_direct(g: np.ndarray, w: np.ndarray, size: tuple, stride: tuple, padding: tuple,
                              dilation: tuple) -> np.ndarray | None:
-    """The image gradient of a stride-1 convolution with weight `w` (O, C, kh, kw) whose output gradient
-    is `g` (N, O, OH, OW): (N, C, H, W), the convolution of `g`, padded by the kernel's extent less the
-    padding, with `w` flipped and its channels swapped. None for other strides (their windows skip
-    positions: the caller folds columns back instead) or where the library cannot run it."""
-    if tuple(stride) != (1, 1) or not _usable(g, w):
+    """The image gradient of a convolution with weight `w` (O, C, kh, kw) whose output gradient is `g`
+    (N, O, OH, OW): (N, C, H, W). None where the library cannot run it.
+
+    Stride 1: the convolution of `g`, padded by the kernel's extent less the padding, with `w` flipped
+    and its channels swapped. Larger strides: image position y takes only the kernel rows i with
+    y + padding - i*dilation a multiple of the stride, so the positions fall into stride_h x stride_w
+    *phases* by (y + padding) mod stride, each its own contraction over its own taps (`_phases`):
+    no multiply by an inserted zero, and no columns folded back.
+    """
+    if not _usable(g, w):
         return None
     (h, wd), (dh, dw) = size, dilation
-    _, _, kh, kw = w.shape
-    eh, ew = dh * (kh - 1), dw * (kw - 1)
-    image = _padded(g, eh - padding[0], ew - padding[1], h + eh, wd + ew)
-    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-    return conv2d_direct(image, flipped, (1, 1), (0, 0), dilation, (h, wd))
+    n, o, oh, ow = g.shape
+    _, c, kh, kw = w.shape
+    if tuple(stride) == (1, 1):
+        eh, ew = dh * (kh - 1), dw * (kw - 1)
+        image = _padded(g, eh - padding[0], ew - padding[1], h + eh, wd + ew)
+        flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+        return conv2d_direct(image, flipped, (1, 1), (0, 0), dilation, (h, wd))
+    (top, left, hg, wg), phases = _phases(n, o, c, h, wd, oh, ow, (kh, kw), tuple(stride), tuple(padding),
+                                          tuple(dilation))
+    image = _padded(g, top, left, hg, wg)
+    out = np.zeros((n, c, h, wd), g.dtype)
+    for rows, places, terms, taps_h, taps_w in phases:
+        taps = w[:, :, taps_h][:, :, :, taps_w]  # (O, C, taps_h, taps_w): the weights this phase meets
+        b = packed_operand(np.ascontiguousarray(taps.transpose(1, 0, 2, 3)).reshape(c, -1))
+        contract(image, rows, terms, b, c, out, places, h * wd)
+    return out
+
+
+def _axis_phases(size: int, out: int, k: int, s: int, p: int, d: int) -> tuple[int, int, list]:
+    """Along one axis of a strided convolution's image gradient: the margins (before, total length) that
+    make every output index a tap reaches lie in a zero-padded copy, and per phase r in [0, s) the image
+    positions y with (y + p) % s == r, their first output index (y + p - r) // s, and the taps i with
+    i*d % s == r with each one's step back, (i*d - r) // s."""
+    phases, lowest, highest = [], 0, out - 1
+    for r in range(s):
+        positions = [y for y in range(size) if (y + p) % s == r]
+        taps = [i for i in range(k) if (i * d) % s == r]
+        if positions and taps:
+            lowest = min(lowest, (positions[0] + p - r) // s - max((i * d - r) // s for i in taps))
+            highest = max(highest, (positions[-1] + p - r) // s)
+        phases.append((positions, taps))
+    return -lowest, highest - lowest + 1, phases
+
+
+@functools.lru_cache(maxsize=64)
+def _phases(n: int, o: int, c: int, h: int, w: int, oh: int, ow: int, kernel: tuple, stride: tuple,
+            padding: tuple, dilation: tuple) -> tuple[tuple, list]:
+    """(top, left, padded height, padded width) of the output gradient's zero-padded copy, and per phase
+    with taps on both axes: (rows mo, result places om, terms ko, the kernel rows, the kernel columns)."""
+    top, hg, rows_h = _axis_phases(h, oh, kernel[0], stride[0], padding[0], dilation[0])
+    left, wg, rows_w = _axis_phases(w, ow, kernel[1], stride[1], padding[1], dilation[1])
+    phases = []
+    for (ys, taps_h), ry in zip(rows_h, range(stride[0])):
+        for (xs, taps_w), rx in zip(rows_w, range(stride[1])):
+            if not (ys and xs and taps_h and taps_w):
+                continue  # nothing reaches these positions: their gradient stays zero
+            oy = (np.array(ys) + padding[0] - ry) // stride[0] + top
+            ox = (np.array(xs) + padding[1] - rx) // stride[1] + left
+            images = np.arange(n, dtype=np.int64)[:, None, None]
+            mo = images * (o * hg * wg) + oy[None, :, None] * wg + ox[None, None, :]
+            om = images * (c * h * w) + np.array(ys)[None, :, None] * w + np.array(xs)[None, None, :]
+            back_h = np.array([(i * dilation[0] - ry) // stride[0] for i in taps_h])
+            back_w = np.array([(j * dilation[1] - rx) // stride[1] for j in taps_w])
+            ko = (np.arange(o, dtype=np.int64)[:, None, None] * (hg * wg) - back_h[None, :, None] * wg
+                  - back_w[None, None, :])
+            tables = [t.reshape(-1).astype(np.int64) for t in (mo, om, ko)]
+            for t in tables:
+                t.flags.writeable = False
+            phases.append((tables[0], tables[1], tables[2], list(taps_h), list(taps_w)))
+    return (top, left, hg, wg), phases

@@ -152,7 +152,8 @@ def test_nn_grad_functions_match_torch(groups, stride, padding, dilation):
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[:7])))
 def test_the_gradient_contractions_match_float64_sums(geometry):
     """Weight gradient: rows are window terms, terms are the batch's positions (long sums, in blocks);
-    image gradient (stride 1): the flipped weight over the padded output gradient."""
+    image gradient: the flipped weight over the padded output gradient (stride 1), or one contraction per
+    phase of the stride over its own taps."""
     torch = pytest.importorskip("torch")
     n, c, h, wd, o, kh, kw, stride, padding, dilation = geometry
     rng = np.random.default_rng(8)
@@ -164,10 +165,28 @@ def test_the_gradient_contractions_match_float64_sums(geometry):
     got_w = conv_native.conv2d_weight_grad_direct(x, g, (kh, kw), stride, padding, dilation)
     np.testing.assert_allclose(got_w, tw.grad.numpy(), rtol=1e-12, atol=1e-12 * np.abs(tw.grad.numpy()).max())
     got_x = conv_native.conv2d_input_grad_direct(g, w, (h, wd), stride, padding, dilation)
-    if stride != (1, 1):
-        assert got_x is None  # strided windows skip positions: conv2d_input_grad folds columns instead
-    else:
-        np.testing.assert_allclose(got_x, tx.grad.numpy(), rtol=1e-12, atol=1e-12 * np.abs(tx.grad.numpy()).max())
+    np.testing.assert_allclose(got_x, tx.grad.numpy(), rtol=1e-12, atol=1e-12 * np.abs(tx.grad.numpy()).max())
+
+
+@needs_library
+@pytest.mark.parametrize("kernel, stride, padding, dilation", [
+    ((1, 1), (2, 2), (0, 0), (1, 1)),  # a ResNet shortcut: odd positions get no gradient at all
+    ((3, 3), (2, 2), (1, 1), (1, 1)),
+    ((5, 2), (3, 2), (3, 1), (2, 1)),
+    ((2, 3), (2, 3), (0, 2), (3, 1)),
+    ((3, 3), (4, 4), (1, 1), (1, 1)),  # stride past the kernel: phases without taps
+])
+def test_strided_image_gradients_run_one_contraction_per_phase(kernel, stride, padding, dilation):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(10)
+    x, w = rng.standard_normal((2, 3, 13, 11)), rng.standard_normal((5, 3, *kernel))
+    tx = torch.tensor(x, requires_grad=True)
+    out = torch.nn.functional.conv2d(tx, torch.tensor(w), stride=stride, padding=padding, dilation=dilation)
+    g = rng.standard_normal(out.shape)
+    out.backward(torch.tensor(g))
+    got = conv_native.conv2d_input_grad_direct(g, w, (13, 11), stride, padding, dilation)
+    want = tx.grad.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
 def test_without_the_library_the_same_values_come_from_one_gemm(monkeypatch):
