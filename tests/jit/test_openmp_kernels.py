@@ -338,3 +338,23 @@ def test_a_plan_with_gemms_on_a_threaded_blas_keeps_its_kernels_serial(team, mon
             assert (ran == 0) == serial_expected, (threads, fn is with_gemm, ran)
         assert_bitwise(got.numpy(), ((x * 1.5).relu() - x).numpy(), "a teamed kernel vs eager")
     assert blas.blas_threads() >= 1
+
+
+@needs_openmp
+def test_a_plan_whose_gemms_are_too_small_to_thread_keeps_its_teams(team, monkeypatch):
+    """A classifier head's GEMM (32 x 512 x 10) runs on one OpenBLAS thread, so nothing spins after it:
+    the plan's large elementwise kernels still run on teams."""
+    from kiln.jit.backends.cpu import segcode
+
+    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
+    monkeypatch.setattr(segcode, "blas_threads", lambda: 2)
+    x = kiln.tensor(_data((32, 512), "float32", 7))
+    w = kiln.tensor(_data((512, 10), "float32", 8))
+    big = kiln.tensor(_data((1024, 512), "float32", 9))
+    assert 32 * 512 * 10 < segcode.BLAS_THREADED_WORK <= 1024 * 512 * 10
+    fn = kiln.compile(lambda x, w, big: ((x @ w).sum() + (big * 1.5).relu()) - big, backend="cpu")
+    fn(x, w, big)
+    before = parallel.teams_run()
+    got = fn(x, w, big)
+    assert parallel.teams_run() > before
+    assert_bitwise(got.numpy(), (((x @ w).sum() + (big * 1.5).relu()) - big).numpy(), "a teamed plan vs eager")
