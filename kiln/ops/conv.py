@@ -23,11 +23,11 @@ from .window import _out_hw
 
 
 def _columns(xp, x, kernel, stride, padding, dilation):
-    """unfold2d's (C*kh*kw, N*OH*OW) columns of image `x`, and (OH, OW)."""
+    """unfold2d's (C*kh*kw, N*OH*OW) columns of image `x`."""
     cols = REGISTRY["unfold2d"].kernel(xp, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
                                        pad_value=0.0, batch_axis=3)
     c, kh, kw, n, oh, ow = cols.shape
-    return cols.reshape(c * kh * kw, n * oh * ow), (oh, ow)
+    return cols.reshape(c * kh * kw, n * oh * ow)
 
 
 def _rows(xp, g):
@@ -69,7 +69,7 @@ class Conv2d(Primitive):
             if out is not None:
                 return out
         n, o = x.shape[0], w.shape[0]
-        cols, _ = _columns(xp, x, kernel, stride, padding, dilation)
+        cols = _columns(xp, x, kernel, stride, padding, dilation)
         out = REGISTRY["matmul"].kernel(xp, w.reshape(o, -1), cols)  # (O, N*OH*OW)
         return xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
 
@@ -100,7 +100,7 @@ class Conv2dWeightGrad(Primitive):
             out = conv2d_weight_grad_direct(x, g, kernel, stride, padding, dilation)
             if out is not None:
                 return out
-        cols, _ = _columns(xp, x, kernel, stride, padding, dilation)
+        cols = _columns(xp, x, kernel, stride, padding, dilation)
         out = REGISTRY["matmul"].kernel(xp, _rows(xp, g), cols.T)  # (O, C*kh*kw)
         return out.reshape(g.shape[1], x.shape[1], *kernel)
 

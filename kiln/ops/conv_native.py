@@ -68,8 +68,12 @@ def _function(name: str) -> Any:
                 pack = getattr(lib, f"{symbol}_pack")
                 pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong]
                 pack.restype = None
+                pad = getattr(lib, f"{symbol}_pad")
+                pad.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 6
+                pad.restype = None
                 _functions[symbol] = f
                 _functions[f"{symbol}_pack"] = pack
+                _functions[f"{symbol}_pad"] = pad
         return _functions.get(name)
 
 
@@ -130,16 +134,14 @@ def packed_operand(matrix: np.ndarray) -> np.ndarray:
 
 def _padded(x: np.ndarray, top: int, left: int, height: int, width: int) -> np.ndarray:
     """`x` (N, C, H, W) placed at (top, left) in a zeroed (N, C, height, width) image, cut to fit (negative
-    offsets drop its first rows or columns); `x` itself, made contiguous, when it already fills it."""
+    offsets drop its first rows or columns); `x` itself, made contiguous, when it already fills it. In C,
+    planes shared by a team. Call only where `available()`."""
     n, c, h, w = x.shape
     if (top, left, height, width) == (0, 0, h, w):
         return np.ascontiguousarray(x)
-    image = np.zeros((n, c, height, width), x.dtype)
-    y0, x0 = max(0, -top), max(0, -left)
-    rows, cols = min(h - y0, height - max(0, top)), min(w - x0, width - max(0, left))
-    if rows > 0 and cols > 0:
-        image[:, :, max(0, top):max(0, top) + rows, max(0, left):max(0, left) + cols] = \
-            x[:, :, y0:y0 + rows, x0:x0 + cols]
+    image = np.empty((n, c, height, width), x.dtype)
+    _function(f"{FUNCTIONS[x.dtype]}_pad")(n * c, height * width, np.ascontiguousarray(x).ctypes.data,
+                                          image.ctypes.data, h, w, top, left, height, width)
     return image
 
 
@@ -219,10 +221,10 @@ def conv2d_input_grad_direct(g: np.ndarray, w: np.ndarray, size: tuple, stride: 
 
 
 def _axis_phases(size: int, out: int, k: int, s: int, p: int, d: int) -> tuple[int, int, list]:
-    """Along one axis of a strided convolution's image gradient: the margins (before, total length) that
-    make every output index a tap reaches lie in a zero-padded copy, and per phase r in [0, s) the image
-    positions y with (y + p) % s == r, their first output index (y + p - r) // s, and the taps i with
-    i*d % s == r with each one's step back, (i*d - r) // s."""
+    """Along one axis of a strided convolution's image gradient: the margin before the output gradient and
+    the length of its zero-padded copy, so that every output index a tap reaches lies in it, and per phase
+    r in [0, s) the image positions y with (y + p) % s == r (each reads output index (y + p - r) // s less
+    a tap's step back) and the kernel taps i with i*d % s == r (step back (i*d - r) // s)."""
     phases, lowest, highest = [], 0, out - 1
     for r in range(s):
         positions = [y for y in range(size) if (y + p) % s == r]

@@ -148,11 +148,40 @@ def _pack(name: str, ctype: str) -> list[str]:
             *team_wrapper(f"{name}_pack", "void", params, False, f"void {name}_pack({', '.join(params)}) {{")]
 
 
+def _pad(name: str, ctype: str) -> list[str]:
+    """``NAME_pad(outer=planes, inner=hp * wp, src, dst, h, w, top, left, hp, wp)``: each (h, w) plane of src
+    placed at (top, left) in a zero (hp, wp) plane of dst, cut to fit (a negative offset drops src's first
+    rows or columns); a team shares the planes."""
+    params = ["long long outer", "long long inner", f"const {ctype} *restrict src", f"{ctype} *restrict dst",
+              "long long h", "long long w", "long long top", "long long left", "long long hp", "long long wp"]
+    return [f"KILN_KERNEL_LOOPS void {name}_pad_range(long long kiln_o0, long long kiln_o1, long long kiln_j0, "
+            f"long long kiln_j1, {', '.join(params)}) {{",
+            "    (void)kiln_j0; (void)kiln_j1; (void)outer; (void)inner;",
+            "    const long long y0 = top < 0 ? -top : 0, x0 = left < 0 ? -left : 0;",
+            "    const long long ty = top < 0 ? 0 : top, tx = left < 0 ? 0 : left;",
+            "    const long long rows = h - y0 < hp - ty ? h - y0 : hp - ty, cols = w - x0 < wp - tx ? w - x0 : wp - tx;",
+            "    for (long long p = kiln_o0; p < kiln_o1; p++) {",
+            f"        const {ctype} *restrict in = src + p * h * w;",
+            f"        {ctype} *restrict out = dst + p * hp * wp;",
+            "        for (long long y = 0; y < hp; y++) {",
+            f"            {ctype} *restrict row = out + y * wp;",
+            "            const long long r = y - ty;",
+            "            if (r < 0 || r >= rows || cols <= 0) { memset(row, 0, (size_t)wp * sizeof *row); continue; }",
+            "            if (tx > 0) memset(row, 0, (size_t)tx * sizeof *row);",
+            "            memcpy(row + tx, in + (r + y0) * w + x0, (size_t)cols * sizeof *row);",
+            "            if (tx + cols < wp) memset(row + tx + cols, 0, (size_t)(wp - tx - cols) * sizeof *row);",
+            "        }",
+            "    }",
+            "}",
+            *team_wrapper(f"{name}_pad", "void", params, False, f"void {name}_pad({', '.join(params)}) {{")]
+
+
 def render_contraction(contractions: list[Contraction]) -> str:
     """The C source of a library exporting, per contraction, ``NAME(outer=M, inner=work per row, a, mo,
     ko, b, out, om, n, k, ldb, ldn)`` (a team shares the M rows when M x inner reaches the process's
-    threshold, kiln/jit/backends/cpu/parallel.py) and ``NAME_pack(outer=n, inner=k, src, b, ldb)``, which lays an
-    (n, k) matrix out as the (k, ldb) operand b (a convolution's weight)."""
+    threshold, kiln/jit/backends/cpu/parallel.py), ``NAME_pack(outer=n, inner=k, src, b, ldb)``, which lays an
+    (n, k) matrix out as the (k, ldb) operand b (a convolution's weight), and ``NAME_pad``, which zero-pads
+    an image's planes (the operand a)."""
     for c in contractions:
         c.verify()
     lines = [PRELUDE, TEAM_PRELUDE]
@@ -170,4 +199,5 @@ def render_contraction(contractions: list[Contraction]) -> str:
         params = ["long long outer", "long long inner", *_ARGS.format(T=ctype).split(", ")]
         lines += team_wrapper(c.name, "void", params, False, f"void {c.name}({', '.join(params)}) {{")
         lines += _pack(c.name, ctype)
+        lines += _pad(c.name, ctype)
     return "\n".join(lines) + "\n"
