@@ -8,7 +8,8 @@ without FMA (plain x86-64) rounds each product and sum apart, and must stay with
 rounding of the float64 sum.
 
 The library's source, exactly as kiln renders it, is linked with a small `main` per target (the
-targets and their flags are test_cross_target_bits.py's) and fed one convolution whose output
+targets and their flags are test_cross_target_bits.py's, plus clang, whose contraction pragma
+differs from GCC's) and fed one convolution whose output
 channels (37) end in a partial vector on every target and whose positions end in a partial tile.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_cross_target_bits import BASELINE, FUSED, RUN_TIMEOUT_S, Target
+from test_cross_target_bits import BASELINE, FUSED, RUN_TIMEOUT_S, X86_V3_FLAGS, Target
 
 from kiln.jit.backends.render.c_contraction import render_contraction
 from kiln.jit.backends.render.kernel_ir import Contraction
@@ -29,6 +30,7 @@ N, C, H, W, O, KH, KW = 3, 5, 9, 7, 37, 3, 3  # padding 1, stride 1: the output 
 HP, WP = H + 2, W + 2
 LANES = conv_native.LANES
 WIDTH = -(-O // LANES) * LANES
+CLANG = Target("clang x86-64-v3 (AVX2)", "clang", "clang", "x86-64-v3", cpu_flags=X86_V3_FLAGS)
 
 
 def _inputs() -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +98,7 @@ def _float64_sum() -> np.ndarray:
     return np.einsum("nchwij,cijo->nohw", windows, packed[:, :O].astype(np.float64).reshape(C, KH, KW, O))
 
 
-@pytest.mark.parametrize("target", FUSED[1:], ids=lambda t: t.name)
+@pytest.mark.parametrize("target", [*FUSED[1:], CLANG], ids=lambda t: t.name)
 def test_fma_builds_give_the_same_bits(folder, target):
     first = _run(folder, FUSED[0])
     np.testing.assert_array_equal(_run(folder, target).view(np.uint32), first.view(np.uint32))

@@ -3,8 +3,8 @@
 The C computes ``out[om[m] + n * ldn] = sum over k of a[mo[m] + ko[k]] * b[k * ldb + n]`` in tiles of
 ``rows`` output rows by ``vectors`` SIMD vectors of columns: the tile's accumulators stay in
 registers for the whole k loop, each term costing one vector load of ``b`` per vector, one
-scalar of ``a`` per row (broadcast) and one fused multiply-add per accumulator. Nothing is
-packed or copied: ``a`` is read where it lies, through the offset tables.
+scalar of ``a`` per row (broadcast) and one fused multiply-add per accumulator. ``a`` (a padded
+image) is read where it lies, through the offset tables: no window is copied out.
 
 The vectors are GCC/clang vector extensions (``vector_size``), whose width and tile the C
 preprocessor picks from the target (`TARGETS`): 512-bit vectors with AVX-512, 256-bit with AVX
