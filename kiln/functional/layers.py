@@ -127,7 +127,8 @@ def _conv_padding(padding: Any, kernel: tuple[int, int], dilation: tuple[int, in
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
-    """2-D convolution (cross-correlation) as unfold2d + matmul. x: (N, C, H, W), of the weight's dtype."""
+    """2-D convolution (cross-correlation): the conv2d primitive with one group, im2col + matmul with several.
+    x: (N, C, H, W), of the weight's dtype."""
     x = _same_dtype("conv2d", x, weight, bias)
     if x.ndim == 3:
         return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
@@ -146,15 +147,15 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
         extra_h, extra_w = dil2[0] * (kh - 1) % 2, dil2[1] * (kw - 1) % 2
         x = pad(x, (pad2[1], pad2[1] + extra_w, pad2[0], pad2[0] + extra_h))
         pad2 = (0, 0)
-    return _conv_gemm(x, weight, bias, stride2, pad2, dil2, groups)
+    return _convolve(x, weight, bias, stride2, pad2, dil2, groups)
 
 
 RECOMPUTE_COLUMNS_BYTES = 64 << 20  # eager convolution columns this large are remade in backward, not kept
 
 
-def _conv_gemm(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
+def _convolve(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
                dilation: tuple, groups: int) -> Tensor:
-    """conv2d over the whole batch: the conv2d primitive (one group), or one GEMM per group.
+    """conv2d over the whole batch: the conv2d primitive (one group), or im2col and one GEMM per group.
 
     One group: the conv2d primitive (kiln/ops/conv.py), which reads the windows where they lie
     (no im2col columns) and writes the C-ordered (N, O, OH, OW) result.

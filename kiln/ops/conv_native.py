@@ -150,18 +150,26 @@ def _usable(*arrays: np.ndarray) -> bool:
             and arrays[0].dtype in FUNCTIONS and available())
 
 
+def _image_and_offsets(x: np.ndarray, o: int, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple,
+                       out_hw: tuple) -> tuple[np.ndarray, tuple]:
+    """The zero-padded image of a convolution of `x` into `o` channels, and its `conv_offsets`."""
+    n, c, h, w = x.shape
+    (ph, pw) = padding
+    image = _padded(x, ph, pw, h + 2 * ph, w + 2 * pw)
+    return image, conv_offsets(n, c, image.shape[2], image.shape[3], o, tuple(kernel), tuple(stride),
+                               tuple(dilation), tuple(out_hw))
+
+
 def conv2d_direct(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dilation: tuple,
                   out_hw: tuple) -> np.ndarray | None:
     """The convolution of image `x` (N, C, H, W) with weight `w` (O, C, kh, kw): (N, O, OH, OW), C-ordered;
     None when this dtype or machine has no contraction library (the caller computes it otherwise)."""
     if not _usable(x, w):
         return None
-    n, c, h, wd = x.shape
+    n, c = x.shape[:2]
     o, _, kh, kw = w.shape
-    (ph, pw), (oh, ow) = padding, out_hw
-    image = _padded(x, ph, pw, h + 2 * ph, wd + 2 * pw)
-    mo, ko, om = conv_offsets(n, c, image.shape[2], image.shape[3], o, (kh, kw), tuple(stride), tuple(dilation),
-                              (oh, ow))
+    oh, ow = out_hw
+    image, (mo, ko, om) = _image_and_offsets(x, o, (kh, kw), stride, padding, dilation, out_hw)
     b = packed_operand(w.reshape(o, c * kh * kw))
     out = np.empty((n, o, oh, ow), x.dtype)
     contract(image, mo, ko, b, o, out, om, oh * ow)
@@ -175,12 +183,10 @@ def conv2d_weight_grad_direct(x: np.ndarray, g: np.ndarray, kernel: tuple, strid
     are the window terms, its terms the positions). None where the library cannot run it."""
     if not _usable(x, g):
         return None
-    n, c, h, wd = x.shape
+    n, c = x.shape[:2]
     _, o, oh, ow = g.shape
-    (kh, kw), (ph, pw) = kernel, padding
-    image = _padded(x, ph, pw, h + 2 * ph, wd + 2 * pw)
-    positions, terms, _ = conv_offsets(n, c, image.shape[2], image.shape[3], o, (kh, kw), tuple(stride),
-                                       tuple(dilation), (oh, ow))
+    kh, kw = kernel
+    image, (positions, terms, _) = _image_and_offsets(x, o, kernel, stride, padding, dilation, (oh, ow))
     k = c * kh * kw
     out = np.empty((o, c, kh, kw), x.dtype)
     contract(image, terms, positions, packed_operand(g.reshape(n, o, oh * ow)), o, out,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_conv_one_gemm import autograd_nodes
 
 import kiln
 import kiln.nn.functional as F
@@ -81,7 +82,8 @@ def test_a_plain_matrix_product_through_the_offset_tables():
     for m, k, n in [(1, 1, 1), (7, 13, 29), (13, 64, 48), (40, 3, 70)]:
         a, bmat = rng.standard_normal((m, k)), rng.standard_normal((n, k))  # b given as (n, k), as a weight
         out = np.full((m, n), np.nan)
-        mo, ko, om = (np.arange(m) * k).astype(np.int64), np.arange(k, dtype=np.int64), (np.arange(m) * n).astype(np.int64)
+        mo, ko, om = (np.arange(m, dtype=np.int64) * step for step in (k, 0, n))
+        ko = np.arange(k, dtype=np.int64)
         assert conv_native.contract(a, mo, ko, conv_native.packed_operand(bmat), n, out, om, 1)
         np.testing.assert_allclose(out, a @ bmat.T, rtol=1e-13, atol=1e-13 * k)
 
@@ -112,15 +114,7 @@ def test_the_bits_do_not_depend_on_the_thread_count():
 
 def _primitives(t) -> list[str]:
     """The primitives of the autograd graph that made `t`."""
-    seen, stack, found = set(), [t._node], []
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen or node.inputs is None:
-            continue
-        seen.add(id(node))
-        found.append(node.prim.name)
-        stack += [i._node for i in node.inputs]
-    return found
+    return [node.prim.name for node in autograd_nodes(t)]
 
 
 def test_neither_direction_makes_columns():
@@ -137,7 +131,8 @@ def test_neither_direction_makes_columns():
 def test_nn_grad_functions_match_torch(groups, stride, padding, dilation):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(6)
-    x, w = rng.standard_normal((3, 4, 9, 8)).astype(np.float32), rng.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((3, 4, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
     geometry = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
     out = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), **geometry)
     g = rng.standard_normal(out.shape).astype(np.float32)
@@ -240,7 +235,8 @@ def test_conv2d_matches_torch_with_odd_sizes_and_batch_one():
     rng = np.random.default_rng(5)
     for n, c, h, w, o, k, stride, padding, dilation in [(1, 3, 5, 7, 7, 3, 1, 1, 1), (2, 5, 9, 4, 17, 2, 2, 1, 1),
                                                          (3, 2, 13, 11, 1, 3, 2, 2, 2)]:
-        x, wt = rng.standard_normal((n, c, h, w)).astype(np.float32), rng.standard_normal((o, c, k, k)).astype(np.float32)
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((o, c, k, k)).astype(np.float32)
         got = F.conv2d(kiln.tensor(x), kiln.tensor(wt), stride=stride, padding=padding, dilation=dilation).numpy()
         want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), stride=stride, padding=padding,
                                           dilation=dilation).numpy()

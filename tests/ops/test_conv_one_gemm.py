@@ -100,18 +100,22 @@ def test_conv_forward_and_gradients_match_torch_at_resnet_shapes(c_in, c_out, si
         np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-4, atol=2e-5 * scale, err_msg=what)
 
 
-def _matmul_nodes(t):
-    """The autograd nodes of matmuls reachable from `t`."""
+def autograd_nodes(t) -> list:
+    """The autograd nodes of the graph that made `t`."""
     seen, stack, found = set(), [t._node], []
     while stack:
         node = stack.pop()
         if node is None or id(node) in seen or node.inputs is None:
             continue
         seen.add(id(node))
-        if node.prim.name == "matmul":
-            found.append(node)
+        found.append(node)
         stack += [i._node for i in node.inputs]
     return found
+
+
+def _matmul_nodes(t):
+    """The autograd nodes of matmuls reachable from `t`."""
+    return [node for node in autograd_nodes(t) if node.prim.name == "matmul"]
 
 
 def _manual_conv(x, w, padding):

@@ -61,6 +61,17 @@ _ARGS = ("const {T} *restrict a, const long long *restrict mo, const long long *
          "long long ldb, long long ldn")
 
 
+def _move(r: int, v: int, width: int, store: bool) -> list[str]:
+    """Accumulator c{r}_{v} stored to row r of out (or loaded from it): a whole vector where the row's columns
+    are contiguous and the vector is full, else lane by lane up to `cols`."""
+    lane0, acc, row = v * width, f"c{r}_{v}", f"o{r}"
+    target, source = (f"{row} + {lane0}", f"&{acc}") if store else (f"&{acc}", f"{row} + {lane0}")
+    whole = f"memcpy({target}, {source}, sizeof {acc})"
+    lane = f"{row}[l * ldn] = {acc}[l - {lane0}]" if store else f"{acc}[l - {lane0}] = {row}[l * ldn]"
+    return [f"        if (ldn == 1 && cols >= {lane0 + width}) {whole};",
+            f"        else for (long long l = {lane0}; l < cols && l < {lane0 + width}; l++) {lane};"]
+
+
 def _tile(name: str, ctype: str, width: int, rows: int, vectors: int) -> list[str]:
     """One tile of `rows` rows by `vectors` vectors over terms [k0, k1), unrolled: accumulators c{r}_{v},
     starting from zero (k0 == 0) or from the partial sums a previous block of terms stored."""
@@ -76,11 +87,7 @@ def _tile(name: str, ctype: str, width: int, rows: int, vectors: int) -> list[st
     lines.append("    if (k0 > 0) {")
     for r in range(rows):
         for v in range(vectors):
-            lane0 = v * width
-            lines.append(f"        if (ldn == 1 && cols >= {lane0 + width}) memcpy(&c{r}_{v}, o{r} + {lane0}, "
-                         f"sizeof c{r}_{v});")
-            lines.append(f"        else for (long long l = {lane0}; l < cols && l < {lane0 + width}; l++) "
-                         f"c{r}_{v}[l - {lane0}] = o{r}[l * ldn];")
+            lines += _move(r, v, width, store=False)
     lines += ["    }",
               "    for (long long q = k0; q < k1; q++) {",
               f"        const {ctype} *restrict row = b + q * ldb;",
@@ -94,11 +101,7 @@ def _tile(name: str, ctype: str, width: int, rows: int, vectors: int) -> list[st
     for r in range(rows):
         lines.append(f"    if ({r} < live) {{")
         for v in range(vectors):
-            lane0 = v * width
-            lines.append(f"        if (ldn == 1 && cols >= {lane0 + width}) memcpy(o{r} + {lane0}, &c{r}_{v}, "
-                         f"sizeof c{r}_{v});")
-            lines.append(f"        else for (long long l = {lane0}; l < cols && l < {lane0 + width}; l++) "
-                         f"o{r}[l * ldn] = c{r}_{v}[l - {lane0}];")
+            lines += _move(r, v, width, store=True)
         lines.append("    }")
     lines.append("}")
     return lines
@@ -140,7 +143,8 @@ def _pack(name: str, ctype: str) -> list[str]:
             "    (void)kiln_j0; (void)kiln_j1; (void)outer;",
             "    for (long long j0 = kiln_o0; j0 < kiln_o1; j0 += 8)",
             "        for (long long q0 = 0; q0 < inner; q0 += 8) {",
-            "            const long long j1 = j0 + 8 < kiln_o1 ? j0 + 8 : kiln_o1, q1 = q0 + 8 < inner ? q0 + 8 : inner;",
+            "            const long long j1 = j0 + 8 < kiln_o1 ? j0 + 8 : kiln_o1;",
+            "            const long long q1 = q0 + 8 < inner ? q0 + 8 : inner;",
             "            for (long long q = q0; q < q1; q++)",
             "                for (long long j = j0; j < j1; j++) b[q * ldb + j] = src[j * inner + q];",
             "        }",
@@ -159,7 +163,8 @@ def _pad(name: str, ctype: str) -> list[str]:
             "    (void)kiln_j0; (void)kiln_j1; (void)outer; (void)inner;",
             "    const long long y0 = top < 0 ? -top : 0, x0 = left < 0 ? -left : 0;",
             "    const long long ty = top < 0 ? 0 : top, tx = left < 0 ? 0 : left;",
-            "    const long long rows = h - y0 < hp - ty ? h - y0 : hp - ty, cols = w - x0 < wp - tx ? w - x0 : wp - tx;",
+            "    const long long rows = h - y0 < hp - ty ? h - y0 : hp - ty;",
+            "    const long long cols = w - x0 < wp - tx ? w - x0 : wp - tx;",
             "    for (long long p = kiln_o0; p < kiln_o1; p++) {",
             f"        const {ctype} *restrict in = src + p * h * w;",
             f"        {ctype} *restrict out = dst + p * hp * wp;",
