@@ -211,6 +211,19 @@ def test_compiled_convolution_equals_eager_bit_for_bit(dtype):
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
+def test_a_native_plan_says_where_its_convolutions_run():
+    from kiln.jit.backends.cpu import runtime  # noqa: PLC0415
+
+    compiled = kiln.compile(lambda x, w: F.relu(F.conv2d(x, w, padding=1)) * 2.0, backend="cpu")
+    compiled(kiln.randn(2, 3, 6, 6), kiln.randn(4, 3, 3, 3))
+    (entry,) = compiled.cache_entries
+    if not isinstance(entry.plan, runtime.NativePlan):
+        pytest.skip("no native runtime here")
+    analysis = entry.plan.analysis
+    notes = [analysis.notes.get(id(n)) for n in analysis.graph.nodes if n.prim.name == "conv2d"]
+    assert notes and all("contraction library" in note for note in notes)
+
+
 def test_the_kernel_ir_names_the_sum_and_its_order():
     text = kernel_ir.Contraction("kiln_contract_f32", "float32").text()
     assert "sum[sequential, fma]" in text and "a[mo[m] + ko[k]]" in text and "out[om[m] + n * ldn]" in text

@@ -258,9 +258,12 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
         return _colsum_problem(a, node)
     if name == "full":
         return None if node.out.dtype.name in NATIVE_DTYPES else "dtype"
+    if name in CONVOLUTIONS:
+        return "a convolution: its primitive calls kiln's contraction library (kiln/ops/conv_native.py) between segments"
     return "no generated code for this op"
 
 
+CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")  # native already, in their own library
 INDEXED = ("gather", "scatter_add")  # along the last axis, by int64 indices (a loss picking its targets' logits)
 
 
