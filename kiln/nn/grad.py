@@ -16,19 +16,19 @@ from typing import Any, Sequence
 
 from .. import autograd
 from ..functional.creation import zeros
-from ..functional.layers import _conv_padding, _pair, conv2d
-from ..ops.primitive import REGISTRY, ShapeError, bind
+from ..functional.layers import _pair, conv2d
+from ..ops.conv import image_grad, weight_grad
+from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 
 __all__ = ["conv2d_input", "conv2d_weight"]
 
 
-def _geometry(name: str, kernel: tuple, stride: Any, padding: Any, dilation: Any) -> dict:
-    dilation2 = _pair(dilation, "dilation")
+def _geometry(name: str, stride: Any, padding: Any, dilation: Any) -> dict:
     if isinstance(padding, str):
         raise ValueError(f"{name}: padding must be an int or a pair (as the forward's numbers), got {padding!r}")
-    return {"stride": _pair(stride, "stride"), "padding": _conv_padding(padding, kernel, dilation2),
-            "dilation": dilation2}
+    return {"stride": _pair(stride, "stride"), "padding": _pair(padding, "padding"),
+            "dilation": _pair(dilation, "dilation")}
 
 
 def _sizes(name: str, sizes: Sequence[int], what: str) -> tuple[int, ...]:
@@ -43,11 +43,11 @@ def conv2d_input(input_size: Sequence[int], weight: Tensor, grad_output: Tensor,
     """The gradient of conv2d's input of shape `input_size` (N, C, H, W), given `weight` and the output's
     gradient `grad_output` (N, O, OH, OW)."""
     size = _sizes("conv2d_input", input_size, "input_size")
-    params = _geometry("conv2d_input", tuple(weight.shape[2:]), stride, padding, dilation)
+    params = _geometry("conv2d_input", stride, padding, dilation)
     if groups != 1:
         image = zeros(size, dtype=weight.dtype, requires_grad=True)
         return _grouped(image, weight, grad_output, groups, params, image)
-    return bind(REGISTRY["conv2d_input_grad"], (grad_output, weight), {"size": size[2:], **params})
+    return image_grad(grad_output, weight, size, params)
 
 
 def conv2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor, stride: Any = 1,  # noqa: A002
@@ -55,11 +55,11 @@ def conv2d_weight(input: Tensor, weight_size: Sequence[int], grad_output: Tensor
     """The gradient of conv2d's weight of shape `weight_size` (O, C/groups, kh, kw), given the `input`
     image and the output's gradient `grad_output`."""
     size = _sizes("conv2d_weight", weight_size, "weight_size")
-    params = _geometry("conv2d_weight", size[2:], stride, padding, dilation)
+    params = _geometry("conv2d_weight", stride, padding, dilation)
     if groups != 1:
         weight = zeros(size, dtype=input.dtype, requires_grad=True)
         return _grouped(input, weight, grad_output, groups, params, weight)
-    return bind(REGISTRY["conv2d_weight_grad"], (input, grad_output), {"kernel": size[2:], **params})
+    return weight_grad(input, grad_output, size, params)
 
 
 def _grouped(image: Tensor, weight: Tensor, grad_output: Tensor, groups: int, params: dict, wrt: Tensor) -> Tensor:

@@ -39,6 +39,23 @@ def _params(stride, padding, dilation) -> dict:
     return {"stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation)}
 
 
+def _convolve(x, w, params: dict):
+    """conv2d of image `x` with weight `w` (tensors), for the family's gradients."""
+    return bind(REGISTRY["conv2d"], (x, w), params)
+
+
+def image_grad(g, w, x_shape, params: dict):
+    """conv2d_input_grad: the gradient of an image of `x_shape` from the output's gradient `g` (tensors;
+    `params` the convolution's stride, padding and dilation as pairs)."""
+    return bind(REGISTRY["conv2d_input_grad"], (g, w), {"size": tuple(x_shape[2:]), **params})
+
+
+def weight_grad(x, g, w_shape, params: dict):
+    """conv2d_weight_grad: the gradient of a weight of `w_shape` from the image `x` and the output's
+    gradient `g` (tensors; `params` as for image_grad)."""
+    return bind(REGISTRY["conv2d_weight_grad"], (x, g), {"kernel": tuple(w_shape[2:]), **params})
+
+
 def _check(x: AbstractValue, w: AbstractValue) -> None:
     if len(x.shape) != 4 or len(w.shape) != 4:
         raise ShapeError(f"conv2d: expected a 4-D (N, C, H, W) input and an (O, C, kh, kw) weight, got shapes "
@@ -76,10 +93,8 @@ class Conv2d(Primitive):
     def vjp(self, g, inputs, node, *, stride, padding, dilation):
         x, w = inputs
         params = _params(stride, padding, dilation)
-        gx = bind(REGISTRY["conv2d_input_grad"], (g, w), {"size": tuple(x.shape[2:]), **params}) \
-            if x.requires_grad else None
-        gw = bind(REGISTRY["conv2d_weight_grad"], (x, g), {"kernel": tuple(w.shape[2:]), **params}) \
-            if w.requires_grad else None
+        gx = image_grad(g, w, x.shape, params) if x.requires_grad else None
+        gw = weight_grad(x, g, w.shape, params) if w.requires_grad else None
         return gx, gw
 
 
@@ -107,9 +122,8 @@ class Conv2dWeightGrad(Primitive):
     def vjp(self, gw, inputs, node, *, kernel, stride, padding, dilation):
         x, g = inputs
         params = _params(stride, padding, dilation)
-        gx = bind(REGISTRY["conv2d_input_grad"], (g, gw), {"size": tuple(x.shape[2:]), **params}) \
-            if x.requires_grad else None
-        gg = bind(REGISTRY["conv2d"], (x, gw), params) if g.requires_grad else None
+        gx = image_grad(g, gw, x.shape, params) if x.requires_grad else None
+        gg = _convolve(x, gw, params) if g.requires_grad else None
         return gx, gg
 
 
@@ -140,7 +154,6 @@ class Conv2dInputGrad(Primitive):
     def vjp(self, gx, inputs, node, *, size, stride, padding, dilation):
         g, w = inputs
         params = _params(stride, padding, dilation)
-        gg = bind(REGISTRY["conv2d"], (gx, w), params) if g.requires_grad else None
-        gw = bind(REGISTRY["conv2d_weight_grad"], (gx, g), {"kernel": tuple(w.shape[2:]), **params}) \
-            if w.requires_grad else None
+        gg = _convolve(gx, w, params) if g.requires_grad else None
+        gw = weight_grad(gx, g, w.shape, params) if w.requires_grad else None
         return gg, gw
