@@ -1,7 +1,8 @@
 """Reverse-mode autograd: grad mode, the tape node, and the backward engine.
 
 Every differentiable primitive call made while grad mode is on creates one `Node`
-holding the primitive, its input tensors and its static params. `backward` walks
+holding the primitive, its input tensors (of intermediates its VJP does not read, only their
+shapes: unread_inputs.py) and its static params. `backward` walks
 the nodes in reverse topological order and calls each primitive's VJP, which is
 written in kiln ops, so `create_graph=True` gives higher-order gradients for free.
 A leaf's gradient is delivered (its hooks, ``.grad``, its post-accumulate hooks) as
@@ -15,6 +16,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .gradient_sum import GradientSum, PendingGradient
+from .unread_inputs import kept_inputs
 
 if TYPE_CHECKING:
     from .ops.primitive import Primitive
@@ -201,10 +203,11 @@ class Node:
 
     def __init__(self, prim: Primitive, inputs: tuple, params: dict, out: Tensor):
         self.prim = prim
-        self.inputs = inputs
         # where each input's gradient goes, fixed now (a later in-place op may give the input
         # tensor a new node): its node, None for a leaf that requires grad, False for no grad
         self.edges = tuple([t._node if t.requires_grad else False for t in inputs])
+        # the inputs the VJP reads, and leaves; of the rest only their shapes (unread_inputs.py)
+        self.inputs = kept_inputs(prim, inputs) if len(prim.saves_inputs) < len(inputs) else inputs
         self.params = params
         self.versions = tuple(inputs[i]._version for i in prim.saves_inputs) if prim.saves_inputs else ()
         self.out_ref = weakref.ref(out)

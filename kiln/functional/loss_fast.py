@@ -41,12 +41,14 @@ _INT64 = np.dtype(np.int64)
 class _CrossEntropyIndices(Primitive):
     """The node of `fast_cross_entropy`; not a registered primitive (tracers never see it)."""
 
-    saves_inputs = ()  # the VJP reads only arrays of its own forward, which nobody else holds
+    # the VJP reads arrays of its own forward, which nobody else holds; the logits themselves (params["logits"],
+    # not version-checked: the arrays suffice) only where it recomputes the softmax from them (create_graph)
+    saves_inputs = ()
 
-    def vjp(self, g: Tensor, inputs: tuple, node: Node, **params: Any) -> tuple:
+    def vjp(self, g: Tensor, inputs: tuple, node: Node, *, logits: Tensor, **params: Any) -> tuple:
         if not array_vjp(g) or g._data.dtype != params["e"].dtype:
-            return _decomposed_vjp(g, inputs, params)
-        return (Tensor._wrap(_backward(g._data, **params), inputs[0]._device), None)
+            return _decomposed_vjp(g, logits, params)
+        return (Tensor._wrap(_backward(g._data, **params), logits._device), None)
 
 
 _NODE_PRIM = _CrossEntropyIndices()
@@ -69,7 +71,7 @@ def fast_cross_entropy(input: Tensor, target: Tensor, weight: Any, ignore_index:
         out.requires_grad = True
         e, s, valid, rows, cols, validf, total_w = saved
         params = {"e": e, "s": s, "valid": valid, "rows": rows, "cols": cols, "validf": validf,
-                  "total_w": total_w, "reduction": reduction, "x_version": input._version}
+                  "total_w": total_w, "reduction": reduction, "x_version": input._version, "logits": input}
         out._node = Node(_NODE_PRIM, (input, target), params, out)
     return out
 
@@ -118,14 +120,13 @@ def _backward(g: Any, *, e: Any, s: Any, valid: Any, rows: Any, cols: Any, valid
     return _K.add(np, glogp, gexp)
 
 
-def _decomposed_vjp(g: Tensor, inputs: tuple, params: dict) -> tuple:
-    """The same gradient written in kiln ops of the logits, so that it is recorded: higher-order
+def _decomposed_vjp(g: Tensor, x: Tensor, params: dict) -> tuple:
+    """The same gradient written in kiln ops of the logits `x`, so that it is recorded: higher-order
     gradients (create_graph) and tracers see it. Softmax is recomputed from the logits."""
     from . import math as f  # noqa: PLC0415 - cycle: kiln.functional imports this module
     from .creation import zeros, zeros_like  # noqa: PLC0415
     from .shape import scatter_add_unchecked  # noqa: PLC0415
 
-    x = inputs[0]
     if x._version != params["x_version"]:
         raise RuntimeError(
             "cross_entropy: its input was modified by an inplace operation after the loss was computed, "

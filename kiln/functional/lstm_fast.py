@@ -57,6 +57,8 @@ def _slice_gradient(g: Tensor, shape: tuple, start: int, stop: int) -> SliceGrad
 class _Activations(Primitive):
     """acts = (sigmoid i, sigmoid f, tanh g, sigmoid o) of the gates; not a registered primitive."""
 
+    saves_output = True  # a double backward (create_graph) reads it
+
     def vjp(self, g: Tensor, inputs: tuple, node: Node, *, acts: Any) -> tuple:
         hidden = acts.shape[1] // 4
         qi, qf, qg, qo = _quarters(hidden)
@@ -75,7 +77,7 @@ class _Activations(Primitive):
 class _CellState(Primitive):
     """c' = sigmoid(f) c + sigmoid(i) tanh(g), from (acts, c); not a registered primitive."""
 
-    saves_inputs = (1,)
+    saves_inputs = (0, 1)  # a double backward (create_graph) reads both
 
     def vjp(self, g: Tensor, inputs: tuple, node: Node, *, acts: Any) -> tuple:
         a, c = inputs
@@ -95,6 +97,8 @@ class _CellState(Primitive):
 
 class _Hidden(Primitive):
     """h' = sigmoid(o) tanh(c'), from (acts, c'); not a registered primitive."""
+
+    saves_inputs = (0, 1)  # a double backward (create_graph) reads both
 
     def vjp(self, g: Tensor, inputs: tuple, node: Node, *, acts: Any, tc: Any) -> tuple:
         hidden = acts.shape[1] // 4

@@ -166,6 +166,9 @@ class _GradBundle(dict):
 class _OutputSelect(Primitive):
     """Routes the gradient of output i of a compiled call into its bundle."""
 
+    # its input is the call's tensor, which holds the residuals: the outputs' nodes keep it alive
+    saves_inputs = (0,)
+
     def __init__(self) -> None:
         self.name = "compiled_output"
 

@@ -22,6 +22,7 @@ from .. import autograd
 from ..autograd import Node
 from ..device import check_same_device
 from ..dtypes import DType, from_numpy_dtype
+from ..unread_inputs import ShapeOnly
 from .quiet import quiet
 
 if TYPE_CHECKING:
@@ -109,6 +110,9 @@ def array_vjp(g: Any) -> bool:
 
 
 def _raise_kernel_error(prim: Primitive, inputs: tuple, params: dict, exc: Exception) -> None:
+    for t in inputs:
+        if t._data.__class__ is ShapeOnly:  # a VJP computed with an input its primitive does not save
+            raise t._data.refusal() from exc
     err = _kernel_failed(prim, inputs, params, exc)
     if err is exc:
         raise exc

@@ -109,7 +109,7 @@ def autograd_nodes(t) -> list:
             continue
         seen.add(id(node))
         found.append(node)
-        stack += [i._node for i in node.inputs]
+        stack += [edge for edge in node.edges if edge]
     return found
 
 
