@@ -23,11 +23,13 @@ torch's kernel caches point at new temporary folders for the run (KILN_CACHE_DIR
 TORCHINDUCTOR_CACHE_DIR; ``--warm-caches`` keeps the usual ones), so the first workload compiles
 cold; a later one may reuse kernels an earlier one compiled.
 
-Peak memory: in a fresh process per library and column, the peak RSS over its first 3 steps (4
-for kiln.compile, compiling included) above the RSS just before them. On Linux the high-water
-mark is reset there (/proc/self/clear_refs) and read as VmHWM: ru_maxrss would also count the
-RSS of the parent the process was forked from. Elsewhere it is the growth of ru_maxrss
-(resource.getrusage). torch's process leaves malloc as glibc sets it (KILN_MALLOC_TUNING=0: it
+Peak memory: in a fresh process per library and column, two peaks of RSS above the RSS just
+before the first step: over its first 3 steps (4 for the compiled columns, compiling included:
+a trace runs the step for real, and holds its arrays until the plan is built), and over 2 steps
+after those (the steady step, which a training run repeats). On Linux the high-water mark is
+reset before each (/proc/self/clear_refs) and read as VmHWM: ru_maxrss would also count the RSS
+of the parent the process was forked from. Elsewhere only the first is measured, as the growth
+of ru_maxrss (resource.getrusage). torch's process leaves malloc as glibc sets it (KILN_MALLOC_TUNING=0: it
 imports kiln's bench code). kiln's columns are timed in a process without torch (isolate.py).
 ``--small`` shrinks every model and batch so that a test can run it: its steps take
 milliseconds, and compiling them some seconds.
@@ -59,8 +61,9 @@ KILN_COLUMNS = ("kiln eager", "kiln.compile", "kiln whole step")
 TORCH_COLUMNS = ("torch eager", "torch.compile")
 COMPILED = ("kiln.compile", "kiln whole step", "torch.compile")  # their first calls are reported
 FIRST_CALLS = 3
-MEMORY_COLUMNS = ("kiln eager", "kiln.compile", "torch eager")
-MEMORY_STEPS = {"kiln eager": 3, "kiln.compile": 4, "torch eager": 3}
+MEMORY_COLUMNS = ("kiln eager", "kiln.compile", "kiln whole step", "torch eager")
+MEMORY_STEPS = {"kiln eager": 3, "kiln.compile": 4, "kiln whole step": 4, "torch eager": 3}
+STEADY_STEPS = 2  # after MEMORY_STEPS: the steady step's peak
 
 
 def _time_column(lib: ModuleType, setup: M.Setup, column: str, args: argparse.Namespace) -> dict[str, Timing]:
@@ -101,8 +104,10 @@ def _time(workloads: list, sizes: dict, columns: tuple, torch: ModuleType | None
     return out
 
 
-def measure_peak(lib_name: str, workload_name: str, size: str, column: str, threads: str = "0") -> int:
-    """In this (fresh) process: the peak RSS growth in bytes over MEMORY_STEPS steps of `column`."""
+def measure_peak(lib_name: str, workload_name: str, size: str, column: str, threads: str = "0") -> str:
+    """In this (fresh) process: "FIRST STEADY", the peak RSS growth in bytes over the first MEMORY_STEPS
+    steps of `column` and over the STEADY_STEPS after them, both above the RSS before the first (STEADY
+    is -1 where the high-water mark cannot be reset: no /proc)."""
     import importlib  # noqa: PLC0415
     import resource  # noqa: PLC0415 - POSIX only
 
@@ -111,17 +116,22 @@ def measure_peak(lib_name: str, workload_name: str, size: str, column: str, thre
         lib.set_num_threads(int(threads))
     workload = next(w for w in M.WORKLOADS if w.name == workload_name)
     call = M.make_call(lib, M.build(lib, workload, M.SMALL if size == "small" else M.FULL), column)
+    if call is None:
+        return "-1 -1"
     gc.collect()
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark to the current RSS
     before, maxrss_before = _status_kib("VmRSS"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    for _ in range(MEMORY_STEPS[column]):
-        call()
-    peak = _status_kib("VmHWM")
-    if before is None or peak is None:  # no /proc: how much ru_maxrss grew (bytes on macOS, else KiB)
-        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - maxrss_before
-        return max(0, grown) * (1 if sys.platform == "darwin" else 1024)
-    return max(0, peak - before) * 1024
+    peaks = []
+    for steps in (MEMORY_STEPS[column], STEADY_STEPS):
+        with contextlib.suppress(OSError):
+            Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark to the current RSS
+        for _ in range(steps):
+            call()
+        peak = _status_kib("VmHWM")
+        if before is None or peak is None:  # no /proc: how much ru_maxrss grew (bytes on macOS, else KiB)
+            grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - maxrss_before
+            return f"{max(0, grown) * (1 if sys.platform == 'darwin' else 1024)} -1"
+        peaks.append(max(0, peak - before) * 1024)
+    return f"{peaks[0]} {peaks[1]}"
 
 
 def _status_kib(field: str) -> int | None:
@@ -133,12 +143,13 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def _peaks(workloads: list, size: str, threads: int, torch: bool) -> dict[str, dict[str, int]]:
-    """{workload: {column: peak RSS growth in bytes}}, each measured in a fresh process."""
+def _peaks(workloads: list, size: str, threads: int, torch: bool) -> dict[str, dict[str, tuple[int, int]]]:
+    """{workload: {column: (peak RSS growth in bytes over the first steps, over the steady steps (-1:
+    unknown))}}, each measured in a fresh process."""
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     script = "import sys; from kiln.bench.real_sizes import measure_peak; print(measure_peak(*sys.argv[1:]))"
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, tuple[int, int]]] = {}
     for workload in workloads:
         out[workload.name] = {}
         for column in MEMORY_COLUMNS:
@@ -149,7 +160,9 @@ def _peaks(workloads: list, size: str, threads: int, torch: bool) -> dict[str, d
             proc = subprocess.run([sys.executable, "-c", script, lib, workload.name, size, column, str(threads)],
                                   capture_output=True, text=True, env={**env, **tuning}, timeout=1800)
             if proc.returncode == 0:
-                out[workload.name][column] = int(proc.stdout.strip().splitlines()[-1])
+                first, steady = (int(n) for n in proc.stdout.strip().splitlines()[-1].split())
+                if first >= 0:
+                    out[workload.name][column] = (first, steady)
             else:
                 print(f"note: {workload.name}: peak memory of {column} failed: {proc.stderr.strip()[-300:]}")
     return out
@@ -202,7 +215,8 @@ def _report(workloads: list, sizes: dict, timings: dict, peaks: dict) -> tuple[T
     speed = Table(["workload", *[f"{c} ms" for c in TORCH_COLUMNS + KILN_COLUMNS], "kiln best / torch best",
                    "compile speedup"])
     firsts = [f"{c} 1st" for c in COMPILED] + [f"{c} 1st {FIRST_CALLS}" for c in COMPILED]
-    other = Table(["workload", *[f"{c} s" for c in firsts], *[f"peak MB {c}" for c in MEMORY_COLUMNS]])
+    other = Table(["workload", *[f"{c} s" for c in firsts], *[f"peak MB {c}" for c in MEMORY_COLUMNS],
+                   *[f"first-steps peak MB {c}" for c in MEMORY_COLUMNS]])
     results = {}
     for w in workloads:
         t, peak = timings.get(w.name, {}), peaks.get(w.name, {})
@@ -214,12 +228,14 @@ def _report(workloads: list, sizes: dict, timings: dict, peaks: dict) -> tuple[T
         speed.add_row([label, *[fmt_timing(t.get(c), 1e-3) for c in TORCH_COLUMNS + KILN_COLUMNS], fmt_ratio(ratio),
                        fmt_ratio(speedup)])
         other.add_row([label, *[fmt(t[c].median) if c in t else "-" for c in firsts],
-                       *[fmt(peak[c] / 2**20) if c in peak else "-" for c in MEMORY_COLUMNS]])
+                       *[fmt(peak[c][1] / 2**20) if c in peak and peak[c][1] >= 0 else "-" for c in MEMORY_COLUMNS],
+                       *[fmt(peak[c][0] / 2**20) if c in peak else "-" for c in MEMORY_COLUMNS]])
         ms = {c: t[c].as_dict(1e-3) for c in TORCH_COLUMNS + KILN_COLUMNS if c in t}
         results[w.name] = {"label": label, "ms": ms,
                            "first_calls_s": {c: t[c].median for c in firsts if c in t},
                            "kiln_best_over_torch_best": ratio, "kiln_eager_over_compiled": speedup,
-                           "peak_rss_growth_bytes": peak}
+                           "peak_rss_growth_bytes": {c: {"first_steps": first, "steady_step": steady}
+                                                     for c, (first, steady) in peak.items()}}
     return speed, other, results
 
 
@@ -259,8 +275,9 @@ def run(args: argparse.Namespace) -> int:
     if any(is_noisy(v) for t in timings.values() for v in t.values()):
         print(NOISY_NOTE)
     caches = "the usual kernel caches" if args.warm_caches else "kernel caches fresh at the start of the run"
-    print(f"first calls of the compiled columns (s, {caches}) and peak RSS growth over the first steps "
-          "(MB, each in a fresh process)")
+    print(f"first calls of the compiled columns (s, {caches}); peak RSS growth in MB (each column in a fresh "
+          f"process, above its RSS before the first step) over a steady step, and over the first steps "
+          "(compiling included)")
     print(other.render())
     if args.json:
         write_json(args.json, {"workload": NAME, "size": size, "results": results})

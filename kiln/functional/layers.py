@@ -324,13 +324,16 @@ def batch_norm(x: Tensor, running_mean: Tensor | None, running_var: Tensor | Non
                 unbiased = mul(reshape(v, (-1,)), count / (count - 1))
                 running_mean.mul_(1 - momentum).add_(mul(reshape(mu, (-1,)), momentum))
                 running_var.mul_(1 - momentum).add_(mul(unbiased, momentum))
-        out = mul(centered, rsqrt(add(v, eps)))
+        scale = rsqrt(add(v, eps))
+        if weight is not None:  # one per-channel factor: the backward keeps `centered` and no normalized copy
+            scale = mul(scale, reshape(weight, bshape))
+        out = mul(centered, scale)
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: running_mean and running_var are needed when training=False")
         out = mul(sub(x, reshape(running_mean, bshape)), rsqrt(add(reshape(running_var, bshape), eps)))
-    if weight is not None:
-        out = mul(out, reshape(weight, bshape))
+        if weight is not None:
+            out = mul(out, reshape(weight, bshape))
     if bias is not None:
         out = add(out, reshape(bias, bshape))
     return out
