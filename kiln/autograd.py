@@ -436,6 +436,10 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
 
     order = _toposort(root_nodes)
     node_leaves, leaf_waits = _leaf_edges(order)
+    # Without retain_graph a node lets go of its inputs once its VJP has run, so the forward's
+    # saved arrays are freed as the pass goes, not at its end. An output its own node reads
+    # (saves_output) is held by its consumers, which run first: it is pinned here until then.
+    pinned = {} if retain_graph else {id(n): n.out_ref() for n in order if n.prim.saves_output}
     with set_grad_enabled(create_graph):
         for key in [k for k in leaf_pending if not leaf_waits.get(k)]:  # leaf roots no node feeds
             deliver_leaf(key)
@@ -478,6 +482,9 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
             if remade and not (retain_graph or create_graph):  # remade inputs are freed now, not at the end
                 for t in remade:
                     t._data = None
+            if not retain_graph:
+                node.inputs = None
+                pinned.pop(id(node), None)
             release_leaves(node)
         for key in list(leaf_pending):  # none is left unless the graph changed during this pass
             deliver_leaf(key)

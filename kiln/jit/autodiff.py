@@ -9,7 +9,6 @@ share one definition of every gradient.
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +16,7 @@ from .. import autograd
 from ..gradient_sum import GradientSum
 from ..tensor import Tensor
 from .ir import Graph, InputSpec, Value
-from .trace import Tracer, element_strides
+from .trace import Tracer
 
 
 class _NodeShim:
@@ -33,41 +32,19 @@ class _NodeShim:
 class BackwardTracer(Tracer):
     """A tracer whose unknown tensors are looked up among the forward values (residuals).
 
-    It holds the tensors the VJPs make weakly: a gradient is freed once the VJPs are done with it,
-    as in eager backward, instead of every one staying alive until the backward graph is built (at
-    real sizes, gigabytes). A tensor's entry leaves `env` when it dies, so a new tensor that gets
-    its id is not mistaken for it; what the built graph needs of them, their layouts, is kept in
-    `strides`.
+    It holds the tensors the VJPs make weakly (Tracer's mode after a backward): a gradient is freed
+    once the VJPs are done with it, as in eager backward, instead of every one staying alive until
+    the backward graph is built (at real sizes, gigabytes). What the built graph needs of them,
+    their layouts, is kept in `strides`.
     """
 
     def __init__(self, symbolic: bool):
         super().__init__(fullgraph=True)
         self.symbolic = symbolic
+        self._weak = True
         self.scope: dict[int, Value] = {}  # id(real tensor) -> forward value, for the current node
         self.residuals: dict[int, Value] = {}  # forward value id -> backward input value
         self.residual_order: list[Value] = []  # forward values, in backward-input order
-        self.strides: dict[int, tuple[int, ...]] = {}  # value id -> element strides, where not C-contiguous
-        self._refs: dict[int, weakref.ref] = {}  # value id -> a weak reference that forgets the tensor's id
-
-    def _bind(self, tensor: Tensor, value: Value) -> None:
-        key, env = id(tensor), self.env
-        env[key] = value
-
-        def forget(_: Any, key: int = key, value: Value = value, stale: set = self.stale) -> None:
-            if env.get(key) is value:
-                del env[key]
-                stale.discard(key)
-
-        self._refs[value.id] = weakref.ref(tensor, forget)
-        found = element_strides(tensor._data, value.shape)
-        if found is not None:
-            self.strides[value.id] = found
-
-    def _note_view(self, view: Tensor) -> None:
-        self.views.setdefault(id(view._base), []).append(weakref.ref(view))  # (a view holds its base)
-
-    def _views_of(self, owner: Tensor) -> list[Tensor]:
-        return [v for v in (ref() for ref in self.views.get(id(owner), ())) if v is not None]
 
     def value_of(self, t: Tensor) -> Value:
         v = self.env.get(id(t))

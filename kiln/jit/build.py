@@ -59,7 +59,7 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         with logging_passes(backward_log):
             backward = run_pass(training_pipeline(passes), diff.backward)
         requires = [v.id in graph.requires_grad for v in graph.outputs]
-        forward.observed_strides = observed_strides(forward, traced.tracer.real)
+        forward.observed_strides = traced_strides(forward, traced.tracer.strides)
         backward.observed_strides = {**diff.backward_strides, **observed_strides(backward, diff.backward_real)}
         on_cpu = backend == "cpu" and all(getattr(v.device, "type", "cpu") == "cpu" for v in forward.inputs)
         try:
@@ -76,7 +76,7 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
             graph.outputs.extend(value for value, _, _ in branches)
         with logging_passes(log):
             forward = run_pass(inference_pipeline(passes), graph)
-        forward.observed_strides = observed_strides(forward, traced.tracer.real)
+        forward.observed_strides = traced_strides(forward, traced.tracer.strides)
         try:
             plan = lower(forward)
         finally:
@@ -94,6 +94,12 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         summary += (f"\n  backward passes ({len(diff.backward.nodes)} -> {len(entry.backward_graph.nodes)} "
                     f"nodes):\n{backward_log}")
     return Built(entry, log, backward_log, summary)
+
+
+def traced_strides(graph: Any, strides: dict) -> dict[int, tuple[int, ...]]:
+    """Value id -> element strides of each node result of `graph` that the trace saw made as a NumPy array
+    that is not C-contiguous (`strides`: the tracer's record), as `observed_strides` below."""
+    return {node.out.id: strides[node.out.id] for node in graph.nodes if node.out.id in strides}
 
 
 def observed_strides(graph: Any, real: dict) -> dict[int, tuple[int, ...]]:

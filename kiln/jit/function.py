@@ -160,18 +160,6 @@ afterwards (allocator.release_free_memory): a real-size model, whose trace frees
 the plan never reuses."""
 
 
-def _traced_bytes(traced: Trace) -> int:
-    """Bytes of the arrays a trace saw (each tensor's own array once)."""
-    seen: set[int] = set()
-    total = 0
-    for t in traced.tracer.real.values():
-        data = t._data
-        if data is not None and id(data) not in seen:
-            seen.add(id(data))
-            total += getattr(data, "nbytes", 0)
-    return total
-
-
 def _module_of(fn: Any) -> Any:
     """The nn.Module a bound method belongs to (its state keys the plans), else None."""
     from ..nn.module import Module  # noqa: PLC0415 - kiln.nn imports kiln.jit
@@ -359,7 +347,7 @@ class JITFunction:
                 self._log.lines.extend(self._auto.unmark(traced.tracer.specialized_automatic))
                 outgrown = self._outgrown_by_its_call(traced)
                 entry = self._entry_for(key, traced) if outgrown is None else None
-                self._release_memory = _traced_bytes(traced) >= RELEASE_AFTER_BYTES
+                self._release_memory = traced.tracer.traced_bytes >= RELEASE_AFTER_BYTES
             except BaseException:  # an error or a KeyboardInterrupt: no entry, and no miss recorded
                 self._log.roll_back(mark)
                 self._pass_logs.pop(key, None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -66,8 +67,15 @@ class Tracer:
         self.graph = Graph()
         self.fullgraph = fullgraph
         self.env: dict[int, Value] = {}  # id(tensor) -> its current value
-        self.real: dict[int, Tensor] = {}  # value id -> the real tensor seen at trace time
-        self.keep: list[Any] = []  # keeps traced tensors alive so ids stay unique
+        # value id -> the real tensor seen at trace time: every one until a backward runs inside the trace
+        # (a compiled backward is derived from them), the inputs only after that (`on_backward`)
+        self.real: dict[int, Tensor] = {}
+        self.keep: list[Any] = []  # objects held for the trace's life (inputs, captured state)
+        self._held: list[Tensor] = []  # traced tensors held until a backward runs inside, so ids stay unique
+        self._weak = False  # set by `on_backward`: traced tensors are held weakly, forgotten when they die
+        self._weak_refs: list[weakref.ref] = []
+        self.strides: dict[int, tuple[int, ...]] = {}  # value id -> element strides, where not C-contiguous
+        self.traced_bytes = 0  # bytes of the arrays the traced tensors had
         self.graph_break: str | None = None
         self.inputs_by_tensor: dict[int, int] = {}  # id(tensor) -> index into graph.inputs
         self.symbolic = False
@@ -102,6 +110,8 @@ class Tracer:
         if tensor.requires_grad:
             self.graph.requires_grad.add(value.id)
         self._bind(tensor, value)
+        self.real[value.id] = tensor  # inputs are held for the trace's life, whatever `on_backward` did
+        self.keep.append(tensor)
         self.inputs_by_tensor.setdefault(id(tensor), len(self.graph.inputs) - 1)
         owner = id(tensor._base if tensor._base is not None else tensor)
         self.input_owners[owner] = self.input_owners.get(owner, 0) + 1
@@ -118,8 +128,26 @@ class Tracer:
 
     def _bind(self, tensor: Tensor, value: Value) -> None:
         self.env[id(tensor)] = value
-        self.real[value.id] = tensor
-        self.keep.append(tensor)
+        data = tensor._data
+        self.traced_bytes += getattr(data, "nbytes", 0)
+        found = element_strides(data, value.shape)
+        if found is not None:
+            self.strides[value.id] = found
+        if self._weak:
+            self._hold_weakly(tensor)
+        else:
+            self.real[value.id] = tensor
+            self._held.append(tensor)
+
+    def _hold_weakly(self, tensor: Tensor) -> None:
+        """Hold `tensor` until it dies, then forget its id: a new tensor that gets the id is not mistaken for it."""
+        key, env, stale = id(tensor), self.env, self.stale
+
+        def forget(_: Any) -> None:  # (runs while the tensor is freed, before its id can be reused)
+            env.pop(key, None)
+            stale.discard(key)
+
+        self._weak_refs.append(weakref.ref(tensor, forget))
 
     def value_of(self, t: Tensor) -> Value:
         """The value of a tensor: known, or a captured outside tensor / baked literal."""
@@ -160,11 +188,12 @@ class Tracer:
             self._note_view(out)
 
     def _note_view(self, view: Tensor) -> None:
-        """Remember a traced view of another tensor's memory (an in-place write makes it stale)."""
-        self.views.setdefault(id(view._base), []).append(view)
+        """Remember a traced view of another tensor's memory (an in-place write makes it stale); weakly, as a
+        view holds its base."""
+        self.views.setdefault(id(view._base), []).append(weakref.ref(view))
 
     def _views_of(self, owner: Tensor) -> list[Tensor]:
-        return self.views.get(id(owner), [])
+        return [v for v in (ref() for ref in self.views.get(id(owner), ())) if v is not None]
 
     def _out_shape(self, prim: Primitive, vals: list[Value], params: dict, out: Tensor) -> tuple:
         traced = tuple(out._data.shape)
@@ -314,7 +343,10 @@ class Tracer:
         """dst holds the same value as src (e.g. the saved copy in an in-place op)."""
         v = self.value_of(src)
         self.env[id(dst)] = v
-        self.keep.append(dst)
+        if self._weak:
+            self._hold_weakly(dst)
+        else:
+            self._held.append(dst)
 
     def on_inplace(self, target: Tensor, new: Tensor) -> None:
         """`target` now holds `new`'s value; outside tensors get a state write."""
@@ -375,8 +407,21 @@ class Tracer:
         self.step_capture().grad_write(t)
 
     def on_backward(self) -> None:
-        """``backward()`` ran inside the trace: its VJPs are recorded as ops of this graph."""
+        """``backward()`` ran inside the trace: its VJPs are recorded as ops of this graph.
+
+        Such a plan needs no compiled backward, so no real tensor of the trace is needed once it is
+        built: from here on they are held weakly (the inputs excepted), and each is freed as soon as
+        the user's code and the backward pass are done with it, as in eager execution. A training
+        step's trace then peaks near its eager step, not at every array of its forward and backward.
+        """
         self.step_capture().backward_ran = True
+        if self._weak:
+            return
+        self._weak = True
+        inputs = {v.id for v in self.graph.inputs}
+        for vid in [vid for vid in self.real if vid not in inputs]:
+            self._hold_weakly(self.real.pop(vid))
+        self._held.clear()
 
     def on_optimizer(self, optimizer: Any) -> None:
         """An optimizer's zero_grad() or step() runs inside the trace."""

@@ -94,3 +94,40 @@ def test_a_shape_only_stand_in_refuses_every_read():
                  lambda: stand_in.sum()):
         with pytest.raises((UnsavedInputError, TypeError)):
             read()
+
+
+def test_backward_frees_each_nodes_saved_arrays_once_its_vjp_has_run():
+    x = kiln.randn(3, requires_grad=True)
+    a = x * 2.0
+    ref = weakref.ref(a)
+    loss = (a * a).sum()  # the product saves `a`; the pass reaches x's node after it
+    del a
+    freed_by_then = []
+    x.register_hook(lambda g: freed_by_then.append(ref() is None))
+    loss.backward()
+    assert freed_by_then == [True]
+    np.testing.assert_allclose(x.grad.numpy(), 8.0 * x.detach().numpy(), rtol=1e-6)
+
+
+def test_an_output_its_own_node_reads_survives_its_consumers_letting_go():
+    torch = pytest.importorskip("torch")
+    data = np.random.default_rng(2).standard_normal(5)
+    grads = []
+    for lib in (kiln, torch):
+        x = lib.tensor(data, requires_grad=True)
+        y = lib.tanh(x)  # its VJP reads y; the addition, which runs first in backward, keeps only its shape
+        loss = (y + 1.0).sum()
+        del y
+        loss.backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+
+
+def test_a_retained_graph_keeps_its_saved_arrays_for_a_second_pass():
+    x = kiln.randn(4, requires_grad=True)
+    loss = (kiln.tanh(x * 3.0) * x).sum()
+    loss.backward(retain_graph=True)
+    first = x.grad.numpy().copy()
+    x.grad = None
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), first)

@@ -192,3 +192,30 @@ def test_a_first_step_that_creates_optimizer_state_is_not_compiled(optimizer: st
     assert compiled.step.stats.evictions == 0
     np.testing.assert_allclose(got, want, rtol=RTOL["float64"])
     _assert_same(compiled, reference, "float64")
+
+
+def test_a_whole_step_trace_frees_forward_arrays_once_backward_is_done_with_them():
+    # A step that runs backward needs no compiled backward, so its trace holds no real tensor beyond
+    # the point where the step's own code and the backward pass let go of it (as eager would).
+    import weakref
+
+    w = kiln.randn(6, 6, requires_grad=True)
+    alive_after_backward = []
+
+    def step(x):
+        a = x @ w  # relu saves its output, so only the trace could keep `a` alive
+        ref = weakref.ref(a)
+        loss = kiln.relu(a).sum()
+        del a
+        loss.backward()
+        alive_after_backward.append(ref() is not None)
+        return loss.detach()
+
+    x = kiln.randn(4, 6)
+    compiled = kiln.compile(step)
+    loss = compiled(x)
+    assert alive_after_backward == [False]
+    grad = w.grad.numpy().copy()
+    w.grad = None
+    np.testing.assert_array_equal(loss.numpy(), step(x).numpy())
+    np.testing.assert_array_equal(grad, w.grad.numpy())
