@@ -220,6 +220,7 @@ class JITFunction:
         self._positional_treedefs: dict[int, Any] = {}
         self._outgrown: dict[CacheKey, Any] = {}  # key -> why its trace was not compiled (a MissReason)
         self._release_memory = False  # set by a compile whose trace held RELEASE_AFTER_BYTES or more
+        self._release_next_call = False  # then once more on the next call: see __call__
 
     # ---- the call path --------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -235,6 +236,9 @@ class JITFunction:
             args, kwargs = to_gpu(args), to_gpu(kwargs)
         if trace_state.tracer is not None:  # inside another trace: inline, so the outer graph sees it
             return self._call_eager(args, kwargs)
+        if self._release_next_call:  # what the compiling call returned held its trace's forward arrays
+            self._release_next_call = False  # (a training call's graph, until its backward): freed by now
+            release_free_memory()
         leaves, treedef = self._flatten_call(args, kwargs)
         key, dims, dynamic = self._make_key(args, kwargs, leaves, treedef)
         entry = self._cache.get(key)
@@ -252,7 +256,7 @@ class JITFunction:
                     return self._run_cached(serving, args, kwargs, leaves, dims, (key, dynamic, treedef))
         result = self._compile_and_run(key, dims, dynamic, args, kwargs, leaves, treedef)
         if self._release_memory:  # the trace's arrays are garbage now: give their memory back
-            self._release_memory = False
+            self._release_memory, self._release_next_call = False, True
             release_free_memory()
         return result
 

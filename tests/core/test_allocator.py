@@ -1,4 +1,4 @@
-"""kiln tunes glibc malloc at import unless KILN_MALLOC_TUNING=0."""
+"""kiln tunes glibc malloc at import unless KILN_MALLOC_TUNING=0, and hands memory back after large compiles."""
 from __future__ import annotations
 
 import os
@@ -30,3 +30,21 @@ def test_import_tunes_malloc():
 @glibc
 def test_env_var_turns_tuning_off():
     assert _tuned("0") == "False"
+
+
+def test_a_large_compile_gives_memory_back_after_it_and_once_more_on_the_next_call(monkeypatch):
+    # the compiling call's result may hold its trace's forward arrays (a training call's graph) until the
+    # user's backward: they are handed back on the next call, once
+    import kiln
+    from kiln.jit import function
+
+    calls = []
+    monkeypatch.setattr(function, "RELEASE_AFTER_BYTES", 0)
+    monkeypatch.setattr(function, "release_free_memory", lambda: calls.append(1))
+    model = kiln.compile(kiln.nn.Linear(3, 2))
+    x = kiln.randn(4, 3)
+    model(x).sum().backward()
+    assert len(calls) == 1
+    for _ in range(3):
+        model(x).sum().backward()
+    assert len(calls) == 2
