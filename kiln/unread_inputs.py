@@ -26,13 +26,14 @@ class UnsavedInputError(RuntimeError):
 
 
 class ShapeOnly:
-    """The shape and dtype of an array whose values were not kept, for a backward node's input."""
+    """The shape and dtype of an array whose values were not kept, for a backward node's input (`index`; -1
+    for the output of a traced node, jit/autodiff.py)."""
 
     __slots__ = ("shape", "dtype", "prim", "index")
     __array_ufunc__ = None  # NumPy's ufuncs refuse it instead of reading it
 
-    def __init__(self, data: Any, prim: Primitive, index: int) -> None:
-        self.shape, self.dtype, self.prim, self.index = data.shape, data.dtype, prim, index
+    def __init__(self, shape: tuple, dtype: Any, prim: Primitive, index: int) -> None:
+        self.shape, self.dtype, self.prim, self.index = shape, dtype, prim, index
 
     @property
     def ndim(self) -> int:
@@ -45,8 +46,9 @@ class ShapeOnly:
     def refusal(self) -> UnsavedInputError:
         """The error that names the primitive whose VJP read this input, and the fix."""
         return UnsavedInputError(
-            f"{self.prim.name} (input {self.index}): its VJP read the values of this input, which its primitive "
-            "does not save. Fix: add the input's index to the primitive's saves_inputs.")
+            f"{self.prim.name} ({'output' if self.index < 0 else f'input {self.index}'}): its VJP read the values "
+            "of this tensor, which its primitive does not save. Fix: list the input in the primitive's saves_inputs "
+            "(set saves_output for its output).")
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise self.refusal()
@@ -72,15 +74,18 @@ def kept_inputs(prim: Primitive, inputs: tuple) -> tuple:
     `ShapeOnly`, unless the VJP reads them (listed in ``saves_inputs``), their own node reads them
     (``saves_output``: ``Node.output`` holds only a weak reference, so the consumers keep them
     alive), or they are integers or bools (indices and masks, which VJPs read to route gradients).
-    Leaves and tensors that need no grad are kept as they are: the caller holds them anyway. While
-    kiln.jit traces (or djit records) every input is kept: a traced backward refers to the traced
-    tensors themselves."""
+    Leaves and tensors that need no grad are kept as they are: the caller holds them anyway.
+
+    While kiln.jit traces, a stand-in is the same traced value as the input it replaces (so a
+    traced backward sees that value, with its symbolic shape); while djit records, every input is
+    kept."""
     global _trace_state, _Tensor
     if _trace_state is None:
         from .ops.primitive import trace_state as _trace_state  # noqa: PLC0415
         from .tensor import Tensor as _Tensor  # noqa: PLC0415
-    if _trace_state.tracer is not None or _trace_state.lazy is not None:
+    if _trace_state.lazy is not None:
         return inputs
+    tracer = _trace_state.tracer
     saves = prim.saves_inputs
     kept = None
     for i, t in enumerate(inputs):
@@ -91,9 +96,11 @@ def kept_inputs(prim: Primitive, inputs: tuple) -> tuple:
         if data.__class__ is ShapeOnly or data.dtype.kind in "biu":
             continue
         stand_in = _new(_Tensor)
-        stand_in._data = ShapeOnly(data, prim, i)
+        stand_in._data = ShapeOnly(data.shape, data.dtype, prim, i)
         stand_in._device = t._device
         stand_in.requires_grad = True
+        if tracer is not None and not tracer.stand_in_for(t, stand_in):
+            continue
         if kept is None:
             kept = list(inputs)
         kept[i] = stand_in

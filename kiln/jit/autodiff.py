@@ -15,7 +15,9 @@ from typing import Any
 from .. import autograd
 from ..gradient_sum import GradientSum
 from ..tensor import Tensor
+from ..unread_inputs import ShapeOnly
 from .ir import Graph, InputSpec, Value
+from .symbolic import concrete
 from .trace import Tracer
 
 
@@ -32,16 +34,15 @@ class _NodeShim:
 class BackwardTracer(Tracer):
     """A tracer whose unknown tensors are looked up among the forward values (residuals).
 
-    It holds the tensors the VJPs make weakly (Tracer's mode after a backward): a gradient is freed
-    once the VJPs are done with it, as in eager backward, instead of every one staying alive until
-    the backward graph is built (at real sizes, gigabytes). What the built graph needs of them,
-    their layouts, is kept in `strides`.
+    Like every tracer, it holds the tensors the VJPs make weakly: a gradient is freed once the VJPs
+    are done with it, as in eager backward, instead of every one staying alive until the backward
+    graph is built (at real sizes, gigabytes). What the built graph needs of them, their layouts,
+    is kept in `strides`.
     """
 
     def __init__(self, symbolic: bool):
         super().__init__(fullgraph=True)
         self.symbolic = symbolic
-        self._weak = True
         self.scope: dict[int, Value] = {}  # id(real tensor) -> forward value, for the current node
         self.residuals: dict[int, Value] = {}  # forward value id -> backward input value
         self.residual_order: list[Value] = []  # forward values, in backward-input order
@@ -85,6 +86,20 @@ class Differentiated:
     backward_strides: dict = field(default_factory=dict)  # backward value id -> strides, if not C-contiguous
 
 
+def _real_or_stand_in(real: dict[int, Tensor], v: Value, node: Any, index: int, keep: list) -> Tensor:
+    """The tensor the trace saw as `v`, input `index` of `node` (-1: its output); where it is gone (the trace
+    holds what the function's code and autograd graph hold, and a node keeps only the shape of an input its
+    VJP does not read), a shape-only stand-in for it, which the VJP must not read either (unread_inputs.py).
+    The stand-in goes to `keep`, which must live as long as the scope that knows it by id."""
+    t = real.get(v.id)
+    if t is not None:
+        return t
+    shape = tuple(concrete(d) for d in v.shape)  # (a symbolic shape is the BackwardTracer's to give)
+    stand_in = Tensor._wrap(ShapeOnly(shape, v.dtype.np, node.prim, index), v.device, requires_grad=True)
+    keep.append(stand_in)
+    return stand_in
+
+
 def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Differentiated:
     """Split a traced training graph into forward (with residuals) and backward graphs."""
     needs = graph.requires_grad
@@ -105,8 +120,8 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
             if total is None or node.out.id not in needs:
                 continue
             g = total.total()
-            inputs = tuple(real[v.id] for v in node.inputs)
-            out = real[node.out.id]
+            inputs = tuple(_real_or_stand_in(real, v, node, i, bt.keep) for i, v in enumerate(node.inputs))
+            out = _real_or_stand_in(real, node.out, node, -1, bt.keep)
             # the scope grows: a pending gradient (kiln/gradient_sum.py) may read a node's inputs later
             bt.scope.update((id(t), v) for t, v in zip(inputs, node.inputs))
             bt.scope[id(out)] = node.out
@@ -125,6 +140,6 @@ def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Diff
     forward = graph.copy()
     n_outputs = len(forward.outputs)
     forward.outputs = forward.outputs + list(bt.residual_order)
-    backward_real = {bt.residuals[fwd.id].id: real[fwd.id] for fwd in bt.residual_order}  # the forward's tensors
+    backward_real = {bt.residuals[fwd.id].id: real.get(fwd.id) for fwd in bt.residual_order}  # the forward's tensors
     return Differentiated(forward, bt.graph, n_outputs, cot_outputs, grad_inputs, bt.shape_guards,
                           backward_real, bt.strides)

@@ -79,7 +79,7 @@ def recompute_residuals(diff: Differentiated, forward_real: dict) -> Differentia
             input_of[source.id] = Value(source.shape, source.dtype, source.device)
             backward.inputs.append(input_of[source.id])
             backward.specs.append(InputSpec("residual", -1))  # numbered below
-            real[input_of[source.id].id] = forward_real[source.id]
+            real[input_of[source.id].id] = forward_real.get(source.id)
     remade: dict[int, list[Node]] = {}  # residual input id -> the nodes that make it again
     for r in residuals:
         if r.id not in plans:
@@ -91,7 +91,7 @@ def recompute_residuals(diff: Differentiated, forward_real: dict) -> Differentia
             last = k == len(nodes) - 1
             out = input_of[r.id] if last else Value(node.out.shape, node.out.dtype, node.out.device)
             if not last:
-                real[out.id] = forward_real[node.out.id]
+                real[out.id] = forward_real.get(node.out.id)
             chain.append(Node(node.prim, [current], node.params, out))
             current = out
     drop = {input_of[r.id].id for r in residuals if r.id in plans}

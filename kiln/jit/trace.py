@@ -67,13 +67,12 @@ class Tracer:
         self.graph = Graph()
         self.fullgraph = fullgraph
         self.env: dict[int, Value] = {}  # id(tensor) -> its current value
-        # value id -> the real tensor seen at trace time: every one until a backward runs inside the trace
-        # (a compiled backward is derived from them), the inputs only after that (`on_backward`)
-        self.real: dict[int, Tensor] = {}
+        # value id -> the real tensor seen at trace time, while it lives: the inputs for the trace's life, the
+        # tensors the function makes as long as its code or their autograd graph holds them, as in eager
+        # execution (a compiled backward is derived from the ones its VJPs read, which that graph keeps)
+        self.real: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
         self.keep: list[Any] = []  # objects held for the trace's life (inputs, captured state)
-        self._held: list[Tensor] = []  # traced tensors held until a backward runs inside, so ids stay unique
-        self._weak = False  # set by `on_backward`: traced tensors are held weakly, forgotten when they die
-        self._weak_refs: list[weakref.ref] = []
+        self._weak_refs: list[weakref.ref] = []  # the other traced tensors, held weakly (`_hold_weakly`)
         self.strides: dict[int, tuple[int, ...]] = {}  # value id -> element strides, where not C-contiguous
         self.traced_bytes = 0  # bytes of the arrays the traced tensors had
         self.graph_break: str | None = None
@@ -110,8 +109,7 @@ class Tracer:
         if tensor.requires_grad:
             self.graph.requires_grad.add(value.id)
         self._bind(tensor, value)
-        self.real[value.id] = tensor  # inputs are held for the trace's life, whatever `on_backward` did
-        self.keep.append(tensor)
+        self.keep.append(tensor)  # inputs are held for the trace's life
         self.inputs_by_tensor.setdefault(id(tensor), len(self.graph.inputs) - 1)
         owner = id(tensor._base if tensor._base is not None else tensor)
         self.input_owners[owner] = self.input_owners.get(owner, 0) + 1
@@ -133,21 +131,30 @@ class Tracer:
         found = element_strides(data, value.shape)
         if found is not None:
             self.strides[value.id] = found
-        if self._weak:
-            self._hold_weakly(tensor)
-        else:
-            self.real[value.id] = tensor
-            self._held.append(tensor)
+        self._hold_weakly(tensor, value.id)
 
-    def _hold_weakly(self, tensor: Tensor) -> None:
-        """Hold `tensor` until it dies, then forget its id: a new tensor that gets the id is not mistaken for it."""
+    def _hold_weakly(self, tensor: Tensor, value_id: int | None = None) -> None:
+        """Know `tensor` (as `real[value_id]`) until it dies, then forget it and its id: a new tensor that gets
+        the id is not mistaken for it."""
         key, env, stale = id(tensor), self.env, self.stale
 
         def forget(_: Any) -> None:  # (runs while the tensor is freed, before its id can be reused)
             env.pop(key, None)
             stale.discard(key)
 
+        if value_id is not None:
+            self.real[value_id] = tensor
         self._weak_refs.append(weakref.ref(tensor, forget))
+
+    def stand_in_for(self, t: Tensor, stand_in: Tensor) -> bool:
+        """Make `stand_in` (an autograd node's shape-only stand-in for `t`, unread_inputs.py) the same traced
+        value as `t`; False where `t` is not a traced tensor (the node then keeps `t` itself)."""
+        value = self.env.get(id(t))
+        if value is None:
+            return False
+        self.env[id(stand_in)] = value
+        self._hold_weakly(stand_in)
+        return True
 
     def value_of(self, t: Tensor) -> Value:
         """The value of a tensor: known, or a captured outside tensor / baked literal."""
@@ -343,10 +350,7 @@ class Tracer:
         """dst holds the same value as src (e.g. the saved copy in an in-place op)."""
         v = self.value_of(src)
         self.env[id(dst)] = v
-        if self._weak:
-            self._hold_weakly(dst)
-        else:
-            self._held.append(dst)
+        self._hold_weakly(dst, v.id)  # a snapshot: it keeps the value when src is updated in place
 
     def on_inplace(self, target: Tensor, new: Tensor) -> None:
         """`target` now holds `new`'s value; outside tensors get a state write."""
@@ -355,6 +359,8 @@ class Tracer:
         owner = target._base if target._base is not None else target
         self._mark_aliases_stale(target, owner)
         self.env[id(target)] = value
+        self.real[value.id] = target  # it holds the value now (`new` may be a temporary); a later in-place
+        # update of it that a VJP must not see snapshots the value first (`on_alias`)
         if index is None:
             if owner is not target and id(owner) in self.inputs_by_tensor:
                 self._alias_break("an in-place update through a view of an input")
@@ -407,21 +413,8 @@ class Tracer:
         self.step_capture().grad_write(t)
 
     def on_backward(self) -> None:
-        """``backward()`` ran inside the trace: its VJPs are recorded as ops of this graph.
-
-        Such a plan needs no compiled backward, so no real tensor of the trace is needed once it is
-        built: from here on they are held weakly (the inputs excepted), and each is freed as soon as
-        the user's code and the backward pass are done with it, as in eager execution. A training
-        step's trace then peaks near its eager step, not at every array of its forward and backward.
-        """
+        """``backward()`` ran inside the trace: its VJPs are recorded as ops of this graph."""
         self.step_capture().backward_ran = True
-        if self._weak:
-            return
-        self._weak = True
-        inputs = {v.id for v in self.graph.inputs}
-        for vid in [vid for vid in self.real if vid not in inputs]:
-            self._hold_weakly(self.real.pop(vid))
-        self._held.clear()
 
     def on_optimizer(self, optimizer: Any) -> None:
         """An optimizer's zero_grad() or step() runs inside the trace."""

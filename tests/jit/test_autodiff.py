@@ -295,6 +295,8 @@ def test_inputs_that_do_not_require_grad_get_no_gradient():
 class _GreedyMul(Primitive):
     """x * y whose VJP returns both gradients whether or not the inputs require grad."""
 
+    saves_inputs = (0, 1)
+
     def __init__(self) -> None:
         self.name = "greedy_mul_for_tests"  # set on the instance: not registered
 
