@@ -207,9 +207,10 @@ class Node:
         # tensor a new node): its node, None for a leaf that requires grad, False for no grad
         self.edges = tuple([t._node if t.requires_grad else False for t in inputs])
         # the inputs the VJP reads, and leaves; of the rest only their shapes (unread_inputs.py)
-        self.inputs = kept_inputs(prim, inputs) if len(prim.saves_inputs) < len(inputs) else inputs
+        saves = prim.saved_inputs(inputs)
+        self.inputs = kept_inputs(prim, inputs, saves) if len(saves) < len(inputs) else inputs
         self.params = params
-        self.versions = tuple(inputs[i]._version for i in prim.saves_inputs) if prim.saves_inputs else ()
+        self.versions = tuple([(i, inputs[i]._version) for i in saves])  # (input, its version) pairs
         self.out_ref = weakref.ref(out)
         self.out_version = out._version
         self.hooks: list[Callable] | None = None
@@ -234,7 +235,7 @@ class Node:
                 "tensors after they have already been freed). Specify retain_graph=True on the "
                 "first backward() call if you need to backward through the graph again."
             )
-        for i, version in zip(self.prim.saves_inputs, self.versions):
+        for i, version in self.versions:
             t = self.inputs[i]
             if t._version != version:
                 _raise_modified(self, t, version)

@@ -68,10 +68,10 @@ _Tensor: Any = None  # kiln.tensor.Tensor, likewise
 _new = object.__new__
 
 
-def kept_inputs(prim: Primitive, inputs: tuple) -> tuple:
+def kept_inputs(prim: Primitive, inputs: tuple, saves: tuple[int, ...]) -> tuple:
     """`inputs` as a node of `prim` keeps them: intermediates that require grad (the arrays a forward
     pass makes) as tensors of the same shape, dtype, device and requires_grad whose array is a
-    `ShapeOnly`, unless the VJP reads them (listed in ``saves_inputs``), their own node reads them
+    `ShapeOnly`, unless the VJP reads them (`saves`: ``prim.saved_inputs(inputs)``), their own node reads them
     (``saves_output``: ``Node.output`` holds only a weak reference, so the consumers keep them
     alive), or they are integers or bools (indices and masks, which VJPs read to route gradients).
     Leaves and tensors that need no grad are kept as they are: the caller holds them anyway.
@@ -86,7 +86,6 @@ def kept_inputs(prim: Primitive, inputs: tuple) -> tuple:
     if _trace_state.lazy is not None:
         return inputs
     tracer = _trace_state.tracer
-    saves = prim.saves_inputs
     kept = None
     for i, t in enumerate(inputs):
         node = t._node

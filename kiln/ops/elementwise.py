@@ -355,6 +355,11 @@ class Mul(Binary):
     name = "mul"
     saves_inputs = (0, 1)
 
+    def saved_inputs(self, inputs):
+        # each input's value is read only for the other's gradient: x * 0.5 keeps no copy of x
+        a, b = inputs
+        return (0, 1) if a.requires_grad and b.requires_grad else (1,) if a.requires_grad else (0,)
+
     def kernel(self, xp, a, b):
         return xp.multiply(a, b)
 
@@ -368,6 +373,9 @@ class Mul(Binary):
 class Div(Binary):
     name = "div"
     saves_inputs = (0, 1)
+
+    def saved_inputs(self, inputs):
+        return (0, 1) if inputs[1].requires_grad else (1,)  # a's value is read only for b's gradient
 
     def kernel(self, xp, a, b):
         return xp.true_divide(a, b)

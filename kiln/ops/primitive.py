@@ -57,6 +57,11 @@ class Primitive:
     is_check: bool = False  # a runtime check (kiln/ops/checks.py): raises on bad data; passes keep it
     c_expr: str | None = None  # C template of an elementwise op unknown to the renderer's table ({0}, {1}, ...)
 
+    def saved_inputs(self, inputs: tuple) -> tuple[int, ...]:
+        """The inputs whose values the VJP reads for this call (`saves_inputs`; a primitive whose VJP reads an
+        input only for another input's gradient narrows it to the inputs that require grad)."""
+        return self.saves_inputs
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "kernel" in cls.__dict__:  # inf/NaN results come back without NumPy's RuntimeWarnings (ops/quiet.py)

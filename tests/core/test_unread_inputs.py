@@ -131,3 +131,29 @@ def test_a_retained_graph_keeps_its_saved_arrays_for_a_second_pass():
     x.grad = None
     loss.backward()
     np.testing.assert_array_equal(x.grad.numpy(), first)
+
+
+def test_a_product_with_a_constant_keeps_no_copy_of_the_other_factor():
+    # Mul reads each factor only for the other's gradient (as PyTorch's mul saves): updating h in place
+    # afterwards is then no error, in either library, and the gradients agree
+    torch = pytest.importorskip("torch")
+    data = np.random.default_rng(3).standard_normal(4)
+    grads = []
+    for lib in (kiln, torch):
+        x = lib.tensor(data, requires_grad=True)
+        h = x * 3.0
+        y = (h * 0.5) / 4.0  # neither the product nor the quotient needs h's values
+        h.add_(1.0)
+        y.sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_a_factor_that_takes_a_gradient_from_the_other_is_still_version_checked():
+    x = kiln.randn(3, requires_grad=True)
+    w = kiln.randn(3, requires_grad=True)
+    h = x * 2.0
+    y = (h * w).sum()  # w's gradient reads h
+    h.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
