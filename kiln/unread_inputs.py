@@ -2,11 +2,11 @@
 
 A `Node` (autograd.py) needs every input's metadata for its VJP (an addition's gradient is
 summed back to each input's shape) but only the values of the inputs its primitive lists in
-``saves_inputs``. Holding the others would keep every intermediate of a forward pass alive until
-backward: at ResNet-18's sizes that held about seven activation-sized arrays per convolution
-where two are needed. So the node holds, in place of such an input, a tensor whose array is a
-`ShapeOnly`: its shape and dtype, and no elements. PyTorch's backward nodes keep the same: the
-tensors they save, and sizes for the rest.
+``saves_inputs`` (narrowed per call by ``Primitive.saved_inputs``). Holding the others would
+keep every intermediate of a forward pass alive until backward: at ResNet-18's sizes that held
+about seven activation-sized arrays per convolution where two are needed. So the node holds,
+in place of such an input, a tensor whose array is a `ShapeOnly`: its shape and dtype, and no
+elements. PyTorch's backward nodes keep the same: the tensors they save, and sizes for the rest.
 
 A VJP that reads the values of an input it does not declare fails loudly (`UnsavedInputError`),
 never silently: a ShapeOnly refuses NumPy's ufuncs and conversion to an array, and has no

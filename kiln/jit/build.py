@@ -97,8 +97,8 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
 
 
 def traced_strides(graph: Any, strides: dict) -> dict[int, tuple[int, ...]]:
-    """Value id -> element strides of each node result of `graph` that the trace saw made as a NumPy array
-    that is not C-contiguous (`strides`: the tracer's record), as `observed_strides` below."""
+    """Value id -> element strides of each node result of `graph` whose array, when the trace made it, was a
+    NumPy array that is not C-contiguous (`strides`: the tracer's record of them), as `observed_strides` below."""
     return {node.out.id: strides[node.out.id] for node in graph.nodes if node.out.id in strides}
 
 
