@@ -14,8 +14,9 @@ other attribute.
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
+
+from .shaped import Shaped
 
 if TYPE_CHECKING:
     from .ops.primitive import Primitive
@@ -25,7 +26,7 @@ class UnsavedInputError(RuntimeError):
     """A VJP read the values of an input its primitive does not list in ``saves_inputs``."""
 
 
-class ShapeOnly:
+class ShapeOnly(Shaped):
     """The shape and dtype of an array whose values were not kept, for a backward node's input (`index`; -1
     for the output of a traced node, jit/autodiff.py)."""
 
@@ -34,14 +35,6 @@ class ShapeOnly:
 
     def __init__(self, shape: tuple, dtype: Any, prim: Primitive, index: int) -> None:
         self.shape, self.dtype, self.prim, self.index = shape, dtype, prim, index
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     def refusal(self) -> UnsavedInputError:
         """The error that names the primitive whose VJP read this input, and the fix."""

@@ -11,13 +11,14 @@ is only passed through where some code kept a reference to it.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
 
+from ..shaped import Shaped
 
-class PendingArray:
+
+class PendingArray(Shaped):
     """A not-yet-computed array of known `shape` and NumPy `dtype`; `realize()` computes it."""
 
     __slots__ = ("shape", "dtype", "value", "recorder", "index", "__weakref__")
@@ -28,14 +29,6 @@ class PendingArray:
         self.value: np.ndarray | None = None
         self.recorder = recorder  # whose `realize()` fills `value`
         self.index = index  # the op's position in the recorder
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:

@@ -109,18 +109,24 @@ def test_backward_frees_each_nodes_saved_arrays_once_its_vjp_has_run():
     np.testing.assert_allclose(x.grad.numpy(), 8.0 * x.detach().numpy(), rtol=1e-6)
 
 
-def test_an_output_its_own_node_reads_survives_its_consumers_letting_go():
+def _x_grads(program, data):
+    """x.grad after ``program(lib, x).backward()`` in kiln and in torch (skipped without torch)."""
     torch = pytest.importorskip("torch")
-    data = np.random.default_rng(2).standard_normal(5)
     grads = []
     for lib in (kiln, torch):
         x = lib.tensor(data, requires_grad=True)
-        y = lib.tanh(x)  # its VJP reads y; the addition, which runs first in backward, keeps only its shape
-        loss = (y + 1.0).sum()
-        del y
-        loss.backward()
+        program(lib, x).backward()
         grads.append(x.grad.numpy())
-    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-12)
+    return grads
+
+
+def test_an_output_its_own_node_reads_survives_its_consumers_letting_go():
+    def program(lib, x):
+        y = lib.tanh(x)  # its VJP reads y; the addition, which runs first in backward, keeps only its shape
+        return (y + 1.0).sum()  # (y dies with this frame)
+
+    kiln_grad, torch_grad = _x_grads(program, np.random.default_rng(2).standard_normal(5))
+    np.testing.assert_allclose(kiln_grad, torch_grad, rtol=1e-12)
 
 
 def test_a_retained_graph_keeps_its_saved_arrays_for_a_second_pass():
@@ -136,17 +142,14 @@ def test_a_retained_graph_keeps_its_saved_arrays_for_a_second_pass():
 def test_a_product_with_a_constant_keeps_no_copy_of_the_other_factor():
     # Mul reads each factor only for the other's gradient (as PyTorch's mul saves): updating h in place
     # afterwards is then no error, in either library, and the gradients agree
-    torch = pytest.importorskip("torch")
-    data = np.random.default_rng(3).standard_normal(4)
-    grads = []
-    for lib in (kiln, torch):
-        x = lib.tensor(data, requires_grad=True)
+    def program(lib, x):
         h = x * 3.0
         y = (h * 0.5) / 4.0  # neither the product nor the quotient needs h's values
         h.add_(1.0)
-        y.sum().backward()
-        grads.append(x.grad.numpy())
-    np.testing.assert_array_equal(grads[0], grads[1])
+        return y.sum()
+
+    kiln_grad, torch_grad = _x_grads(program, np.random.default_rng(3).standard_normal(4))
+    np.testing.assert_array_equal(kiln_grad, torch_grad)
 
 
 def test_a_factor_that_takes_a_gradient_from_the_other_is_still_version_checked():
