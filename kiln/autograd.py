@@ -207,10 +207,11 @@ class Node:
         # tensor a new node): its node, None for a leaf that requires grad, False for no grad
         self.edges = tuple([t._node if t.requires_grad else False for t in inputs])
         # the inputs the VJP reads, and leaves; of the rest only their shapes (unread_inputs.py)
-        saves = prim.saved_inputs(inputs)
-        self.inputs = kept_inputs(prim, inputs, saves) if len(saves) < len(inputs) else inputs
+        saves = prim.saved_inputs(inputs) if prim.narrows_saves else prim.saves_inputs
+        edges = self.edges  # (an input with a node is an intermediate, which kept_inputs may replace)
+        self.inputs = kept_inputs(prim, inputs, saves) if len(saves) < len(inputs) and any(edges) else inputs
         self.params = params
-        self.versions = tuple([(i, inputs[i]._version) for i in saves])  # (input, its version) pairs
+        self.versions = tuple([(i, inputs[i]._version) for i in saves]) if saves else ()  # (input, version)
         self.out_ref = weakref.ref(out)
         self.out_version = out._version
         self.hooks: list[Callable] | None = None

@@ -62,8 +62,11 @@ class Primitive:
         input only for another input's gradient narrows it to the inputs that require grad)."""
         return self.saves_inputs
 
+    narrows_saves = False  # whether the class overrides saved_inputs (autograd's Node asks only then)
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.narrows_saves = cls.saved_inputs is not Primitive.saved_inputs
         if "kernel" in cls.__dict__:  # inf/NaN results come back without NumPy's RuntimeWarnings (ops/quiet.py)
             cls.kernel = quiet(cls.__dict__["kernel"])  # type: ignore[method-assign]
         if cls.name != "?":
