@@ -52,6 +52,7 @@ class Primitive:
     name: str = "?"
     saves_inputs: tuple[int, ...] = ()  # inputs the VJP reads: version-checked at backward
     saves_output: bool = False  # the VJP reads the output (via node.output())
+    narrows_saves: bool = False  # the class overrides saved_inputs (set by __init_subclass__; Node asks only then)
     is_view: bool = False  # the output may share memory with input 0
     is_random: bool = False  # consumes random numbers (kiln.random)
     is_check: bool = False  # a runtime check (kiln/ops/checks.py): raises on bad data; passes keep it
@@ -61,8 +62,6 @@ class Primitive:
         """The inputs whose values the VJP reads for this call (`saves_inputs`; a primitive whose VJP reads an
         input only for another input's gradient narrows it to the inputs that require grad)."""
         return self.saves_inputs
-
-    narrows_saves = False  # whether the class overrides saved_inputs (autograd's Node asks only then)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -97,8 +98,6 @@ def test_the_compiling_call_holds_only_what_its_graph_needs():
     # the tracer holds traced tensors weakly and autograd nodes keep only what their VJPs read, so an
     # intermediate no VJP reads is freed during the traced call, as in eager mode; the compiled backward,
     # derived from the trace afterwards, is still right
-    import weakref
-
     made = []
 
     class Net(kiln.nn.Module):

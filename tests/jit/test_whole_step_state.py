@@ -4,6 +4,7 @@ left as eager leaves it."""
 from __future__ import annotations
 
 import copy
+import weakref
 
 import numpy as np
 import pytest
@@ -197,8 +198,6 @@ def test_a_first_step_that_creates_optimizer_state_is_not_compiled(optimizer: st
 def test_a_whole_step_trace_frees_forward_arrays_once_backward_is_done_with_them():
     # A step that runs backward needs no compiled backward, so its trace holds no real tensor beyond
     # the point where the step's own code and the backward pass let go of it (as eager would).
-    import weakref
-
     w = kiln.randn(6, 6, requires_grad=True)
     alive_after_backward = []
 
