@@ -55,7 +55,7 @@ import warnings
 from pathlib import Path
 from typing import Iterator
 
-from . import parallel
+from . import blas_team, parallel
 
 try:
     import fcntl
@@ -748,7 +748,9 @@ def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
         with _lock:
             _loaded[key] = lib
             _building.pop(key, None)
-        return lib
+    if teams:  # the library's teams must not share the CPUs with OpenBLAS's spinning threads
+        blas_team.share()
+    return lib
 
 
 def _load_or_build(command: list[str], source: str, so: Path, symbol: str | None) -> ctypes.CDLL:

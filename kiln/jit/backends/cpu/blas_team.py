@@ -1,0 +1,115 @@
+"""One thread pool: NumPy's OpenBLAS runs its threaded calls on kiln's OpenMP team.
+
+A multi-threaded OpenBLAS keeps its worker threads spinning on the other CPUs for a while
+after every threaded call (about 2^28 cycles, tens of milliseconds). A kiln kernel that starts a
+team in that time shares those CPUs with the spinners and runs at about half speed: an eager
+MNIST CNN step (a GEMM between its convolutions) measured 73 ms against 51-57 ms with the
+spinning gone, and compiled plans with a matmul had to run their kernels serially.
+
+OpenBLAS 0.3.27 and later let the caller run its threads (``openblas_set_threads_callback_function``):
+each threaded call hands over its jobs, which the callback must run at once. kiln's callback
+(render/openmp.py, `BLAS_TEAM_SOURCE`) runs them on an OpenMP team of the libgomp kiln loads with
+its passive wait policy, whose idle threads sleep at once. OpenBLAS still chooses how many
+jobs and how to split the work, so every result keeps the bits it had on OpenBLAS's own threads.
+
+`share()` installs the callback once per process, the first time kiln loads a kernel library
+that runs on teams. It does nothing (and says why in a debug note) where:
+
+* ``$KILN_SHARED_BLAS_TEAM`` is ``0``;
+* NumPy's BLAS is not an OpenBLAS kiln knows the ABI of (blas.py), or has no callback API;
+* kernels cannot run on teams (no OpenMP compiler, or a libgomp of unknown wait policy was
+  loaded first, as PyTorch's is).
+
+A forked child goes back to OpenBLAS's own threads (libgomp's team does not survive fork).
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+
+_log = logging.getLogger("kiln.jit")
+ENV = "KILN_SHARED_BLAS_TEAM"
+_CALLBACK = "openblas_set_threads_callback_function"
+
+_lock = threading.RLock()
+_state: dict = {}  # "shared": bool once decided; "lib", "set": the callback library and OpenBLAS's setter
+
+
+def _setter():
+    """OpenBLAS's ``openblas_set_threads_callback_function`` in NumPy's BLAS, or None."""
+    from .blas import numpy_blas  # noqa: PLC0415 - blas imports NumPy's extension lazily
+
+    found = numpy_blas()
+    if found is None:
+        return None
+    prefix, suffix = found.flavour.split("cblas_*")
+    try:
+        setter = getattr(ctypes.CDLL(found.library), f"{prefix}{_CALLBACK}{suffix}")
+    except (AttributeError, OSError):
+        return None
+    setter.argtypes = [ctypes.c_void_p]
+    setter.restype = None
+    return setter
+
+
+def _back_to_openblas_threads() -> None:
+    setter = _state.get("set")
+    if setter is not None and _state.get("shared"):
+        setter(None)
+        _state["shared"] = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_back_to_openblas_threads)
+
+
+def _decide() -> bool:
+    from . import toolchain  # noqa: PLC0415 - toolchain calls share() after loading a library
+    from ..render.openmp import BLAS_TEAM_SOURCE, BLAS_TEAM_SYMBOL  # noqa: PLC0415
+
+    if os.environ.get(ENV, "").strip() == "0":
+        _log.debug("kiln: $%s=0: NumPy's OpenBLAS keeps its own threads", ENV)
+        return False
+    setter = _setter()
+    if setter is None:
+        _log.debug("kiln: NumPy's BLAS has no caller-managed threading (OpenBLAS 0.3.27+): it keeps its own threads")
+        return False
+    try:
+        command = toolchain.compiler_command()
+        if not (toolchain.openmp_flags(command) and toolchain.prepare_openmp_runtime()):
+            return False
+        lib = toolchain.build(BLAS_TEAM_SOURCE, BLAS_TEAM_SYMBOL)
+    except toolchain.CompilerUnavailable as exc:
+        _log.debug("kiln: cannot build the BLAS team callback (%s): NumPy's OpenBLAS keeps its own threads", exc)
+        return False
+    _state["lib"], _state["set"] = lib, setter
+    setter(ctypes.cast(getattr(lib, BLAS_TEAM_SYMBOL), ctypes.c_void_p))
+    return True
+
+
+def share() -> bool:
+    """Run NumPy's OpenBLAS threads on kiln's team from now on, if this process can (module docstring); whether
+    it does. Decided once per process (a forked child goes back to OpenBLAS's own threads)."""
+    if "shared" in _state:
+        return bool(_state["shared"])
+    with _lock:
+        if "shared" not in _state:
+            _state["shared"] = False  # while deciding: a library built on the way does not ask again
+            _state["shared"] = _decide()
+        return bool(_state["shared"])
+
+
+def shared() -> bool:
+    """Whether NumPy's OpenBLAS runs its threads on kiln's team now (without deciding it)."""
+    return bool(_state.get("shared"))
+
+
+def calls() -> tuple[int, int]:
+    """(calls run on a team, calls whose team came up short and ran on threads of their own) so far."""
+    lib = _state.get("lib")
+    if lib is None:
+        return 0, 0
+    return (ctypes.c_longlong.in_dll(lib, "kiln_blas_team_calls").value,
+            ctypes.c_longlong.in_dll(lib, "kiln_blas_thread_calls").value)
