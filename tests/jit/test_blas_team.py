@@ -23,8 +23,9 @@ import json, os, sys
 import numpy as np
 import kiln
 from kiln.jit.backends.cpu import blas_team
-x = kiln.randn(4, 3, 32, 32)
-kiln.nn.functional.conv2d(x, kiln.randn(8, 3, 3, 3))  # loads a kernel library that runs on teams
+from kiln.jit.backends.cpu import fusion
+fusion.MIN_ELEMENTS = 1
+kiln.compile(lambda x: (x * 2.0).relu(), backend="cpu")(kiln.randn(3, 3))  # loads a kernel library that runs on teams
 rng = np.random.default_rng(0)
 products = {}
 for dtype in ("float32", "float64"):
@@ -51,35 +52,41 @@ pytestmark = pytest.mark.skipif(not _can_share(), reason="no OpenMP compiler, or
                                                          "threading (OpenBLAS 0.3.27+)")
 
 
-def _run(tmp_path, *args: str, **env: str) -> dict:
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """One kernel cache for the module's processes: the kernels compile once."""
+    return tmp_path_factory.mktemp("kiln-cache")
+
+
+def _run(cache_dir, *args: str, **env: str) -> dict:
     environ = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
-    environ.update(KILN_CACHE_DIR=str(tmp_path), OPENBLAS_NUM_THREADS="2", **env)
+    environ.update(KILN_CACHE_DIR=str(cache_dir), OPENBLAS_NUM_THREADS="2", **env)
     run = subprocess.run([sys.executable, "-c", SCRIPT, *args], env=environ, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def test_openblas_runs_its_jobs_on_the_team_with_the_bits_of_its_own_threads(tmp_path):
-    shared = _run(tmp_path)
-    own = _run(tmp_path, KILN_SHARED_BLAS_TEAM="0")
+def test_openblas_runs_its_jobs_on_the_team_with_the_bits_of_its_own_threads(cache_dir):
+    shared = _run(cache_dir)
+    own = _run(cache_dir, KILN_SHARED_BLAS_TEAM="0")
     assert shared["shared"] and not own["shared"]
     assert shared["calls"][0] >= 2 and shared["calls"][1] == 0  # both products ran as jobs on an OpenMP team
     assert own["calls"] == [0, 0]
     assert shared["products"] == own["products"]
 
 
-def test_a_team_that_comes_up_short_runs_the_jobs_on_threads_of_their_own(tmp_path):
+def test_a_team_that_comes_up_short_runs_the_jobs_on_threads_of_their_own(cache_dir):
     """OpenBLAS's jobs wait for one another: with OpenMP allowed one thread, they still all run at once."""
-    own = _run(tmp_path, KILN_SHARED_BLAS_TEAM="0")  # first: it records the OpenMP probe, which fails at one thread
-    short = _run(tmp_path, OMP_THREAD_LIMIT="1")
+    own = _run(cache_dir, KILN_SHARED_BLAS_TEAM="0")  # first: it records the OpenMP probe, which fails at one thread
+    short = _run(cache_dir, OMP_THREAD_LIMIT="1")
     assert short["shared"] and short["calls"][0] == 0 and short["calls"][1] >= 2
     assert short["products"] == own["products"]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_a_forked_child_goes_back_to_openblas_threads(tmp_path):
-    result = _run(tmp_path, "fork")
+def test_a_forked_child_goes_back_to_openblas_threads(cache_dir):
+    result = _run(cache_dir, "fork")
     assert result["shared"] and result["child_status"] == 0
 
 

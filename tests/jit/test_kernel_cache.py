@@ -23,7 +23,7 @@ import pytest
 
 import kiln
 from kiln.jit.backends import cpu, get_backend
-from kiln.jit.backends.cpu import fusion, toolchain
+from kiln.jit.backends.cpu import blas_team, fusion, toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_CC = toolchain.find_compiler()
@@ -37,8 +37,10 @@ def _program(x):
 
 @pytest.fixture
 def cache(monkeypatch, tmp_path):
-    """A fresh KILN_CACHE_DIR, fusion of tiny arrays, and no per-process toolchain state either way."""
+    """A fresh KILN_CACHE_DIR, fusion of tiny arrays, and no per-process toolchain state either way. The BLAS
+    team's callback library (blas_team.py) is not built into it: these tests count the entries."""
     monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(blas_team, "_state", {"shared": False})
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("KILN_CC_TIMEOUT", raising=False)
     cpu._reset_state()
@@ -401,7 +403,8 @@ print(lib.kiln_sha256)
 
 @needs_cc
 def test_two_processes_building_one_kernel_load_the_same_verified_library(tmp_path):
-    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    # one entry in the cache: the BLAS team's callback library (blas_team.py) stays out
+    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT), "KILN_SHARED_BLAS_TEAM": "0"}
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _RACE, str(go), str(tmp_path / f"ready{i}")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]

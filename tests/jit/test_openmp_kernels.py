@@ -21,7 +21,7 @@ import pytest
 import kiln
 import kiln.nn.functional as F
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import parallel, toolchain
+from kiln.jit.backends.cpu import blas_team, parallel, toolchain
 from kiln.jit.backends.render import C
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="no C compiler")
@@ -40,9 +40,11 @@ needs_openmp = pytest.mark.skipif(not _openmp(), reason="the C compiler builds n
 def team(monkeypatch, tmp_path):
     """A fresh kernel cache; two kernel threads at the default threshold; settings restored after."""
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
-    # teams regardless of which libgomp loaded first (the wait policy changes speed, not results)
+    # teams regardless of which libgomp loaded first (the wait policy changes speed, not results); NumPy's
+    # OpenBLAS keeps its own threads, off a libgomp whose policy kiln did not choose (blas_team.py)
     cpu._reset_state()
     monkeypatch.setattr(toolchain, "_runtime_prepared", [True])
+    monkeypatch.setattr(blas_team, "_state", {"shared": False})
     threads, minimum = parallel.kernel_threads(), parallel.min_elements()
     parallel.set_kernel_threads(2)
     parallel.set_min_elements(parallel.MIN_ELEMENTS)

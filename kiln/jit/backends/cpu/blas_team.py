@@ -8,9 +8,10 @@ spinning gone, and compiled plans with a matmul had to run their kernels seriall
 
 OpenBLAS 0.3.27 and later let the caller run its threads (``openblas_set_threads_callback_function``):
 each threaded call hands over its jobs, which the callback must run at once. kiln's callback
-(render/openmp.py, `BLAS_TEAM_SOURCE`) runs them on an OpenMP team of the libgomp kiln loads with
-its passive wait policy, whose idle threads sleep at once. OpenBLAS still chooses how many
-jobs and how to split the work, so every result keeps the bits it had on OpenBLAS's own threads.
+(render/openmp.py, `BLAS_TEAM_SOURCE`) runs them on an OpenMP team of the libgomp kiln loads,
+whose idle threads spin only briefly before they sleep (toolchain.OPENMP_SPIN_COUNT). OpenBLAS
+still chooses how many jobs and how to split the work, so every result keeps the bits it had on
+OpenBLAS's own threads.
 
 `share()` installs the callback once per process, the first time kiln loads a kernel library
 that runs on teams. It does nothing (and says why in a debug note) where:

@@ -20,9 +20,9 @@ Loading a shared library runs its code, so the on-disk cache is treated as untru
 * Kernels are built with ``-fopenmp`` where the compiler can build and load a tiny OpenMP
   library (probed once; it is part of the key); elsewhere they run serially, with one
   debug note. Before the first OpenMP library loads, libgomp is loaded with idle threads
-  that sleep rather than spin (OPENMP_WAIT_POLICY, unless $OMP_WAIT_POLICY or
-  $GOMP_SPINCOUNT is set), so they do not steal the CPUs from NumPy's BLAS threads that
-  run next (parallel.py).
+  that spin only briefly, then sleep (OPENMP_SPIN_COUNT, unless $OMP_WAIT_POLICY or
+  $GOMP_SPINCOUNT is set), so they do not steal the CPUs from whatever runs next
+  (parallel.py), yet a team started right after another finds its threads awake.
 * Probing the compiler (a tiny build, OpenMP, ``--version``, the ``-march`` macros) takes
   subprocesses; a working compiler's results are recorded as ``k_<key>.json`` with its
   ``.sha256``, keyed by the compiler binary (path, size, modification time), the flags and
@@ -106,7 +106,12 @@ int kiln_probe(void) {
     return n + 40 + (omp_get_max_threads() > 0);
 }
 """
-OPENMP_WAIT_POLICY = "passive"  # idle OpenMP threads sleep at once instead of spinning (see parallel.py)
+OPENMP_SPIN_COUNT = "2000"
+"""$GOMP_SPINCOUNT kiln loads libgomp with: an idle OpenMP thread spins this many pause instructions (about 50 us on
+a Zen 4, 25 ns each) before it sleeps. Sleeping at once (OMP_WAIT_POLICY=passive) cost 45 us per threaded GEMM of
+NumPy's OpenBLAS on kiln's team (blas_team.py), 128x64x128 taking 60 us instead of 15, and a compiled GPT step
+with thousands of such attention GEMMs 15% more; libgomp's default (300000 spins, milliseconds) takes the other
+CPUs from whatever runs next between kernels."""
 _KEY_FORMAT = 2  # bump when the entry layout changes
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -288,11 +293,11 @@ def openmp_flags(command: list[str]) -> list[str]:
 
 
 def prepare_openmp_runtime() -> bool:
-    """Load libgomp with OPENMP_WAIT_POLICY, once, before any kernel loads it (it reads the policy only then);
+    """Load libgomp with OPENMP_SPIN_COUNT, once, before any kernel loads it (it reads the policy only then);
     whether kernels may run on teams.
 
     Yes when the user set $OMP_WAIT_POLICY or $GOMP_SPINCOUNT (their choice), or kiln loaded libgomp
-    with its passive policy. No when there is no libgomp.so.1 (another runtime, e.g. clang's libomp,
+    with its brief spin. No when there is no libgomp.so.1 (another runtime, e.g. clang's libomp,
     whose policy kiln does not set), or when a libgomp with an unknown policy was loaded first (PyTorch ships
     one named libgomp.so.1, which kernels would share): its default spins idle threads for a while
     after every region, which measured 1.3-2.4x slower than serial on a busy machine, so kernels stay
@@ -312,18 +317,18 @@ def _prepare_openmp_runtime() -> bool:
         pass
     else:
         _log.debug("kiln: libgomp was loaded before kiln's kernels (by PyTorch?) with an unknown wait policy, so "
-                   "generated kernels run on one thread; set OMP_WAIT_POLICY=passive before importing it to allow "
+                   "generated kernels run on one thread; set GOMP_SPINCOUNT=2000 before importing it to allow "
                    "teams")
         return False
-    os.environ["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY  # libgomp reads it once, when it loads
+    os.environ["GOMP_SPINCOUNT"] = OPENMP_SPIN_COUNT  # libgomp reads it once, when it loads
     try:
         ctypes.CDLL("libgomp.so.1")
     except OSError:  # another OpenMP runtime (clang's libomp reads the policy later, and spins by default)
-        _log.debug("kiln: no libgomp.so.1 to load with a passive wait policy, so generated kernels run on one "
+        _log.debug("kiln: no libgomp.so.1 to load with a brief spin, so generated kernels run on one "
                    "thread; set OMP_WAIT_POLICY=passive to allow teams with this compiler's OpenMP runtime")
         return False
     finally:
-        del os.environ["OMP_WAIT_POLICY"]
+        del os.environ["GOMP_SPINCOUNT"]
     return True
 
 
