@@ -96,3 +96,14 @@ def test_nothing_is_shared_before_a_team_library_loads_or_when_switched_off(monk
     assert not blas_team.shared()
     assert blas_team.share() is False and blas_team.calls() == (0, 0)
     assert np.array_equal(np.eye(3) @ np.eye(3), np.eye(3))
+
+
+def test_libgomp_spins_only_where_openblas_shares_the_team(monkeypatch):
+    """kiln's idle threads spin (as OpenBLAS's did) only where nothing else spins beside them."""
+    monkeypatch.setattr(blas_team, "can_share", lambda: True)
+    assert toolchain.openmp_environment() == ("GOMP_SPINCOUNT", toolchain.OPENMP_SPIN_COUNT)
+    monkeypatch.setattr(blas_team, "can_share", lambda: False)
+    assert toolchain.openmp_environment() == ("OMP_WAIT_POLICY", "passive")
+    monkeypatch.undo()
+    monkeypatch.setenv(blas_team.ENV, "0")
+    assert not blas_team.can_share()

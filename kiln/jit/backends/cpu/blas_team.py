@@ -9,9 +9,9 @@ spinning gone, and compiled plans with a matmul had to run their kernels seriall
 OpenBLAS 0.3.27 and later let the caller run its threads (``openblas_set_threads_callback_function``):
 each threaded call hands over its jobs, which the callback must run at once. kiln's callback
 (render/openmp.py, `BLAS_TEAM_SOURCE`) runs them on an OpenMP team of the libgomp kiln loads,
-whose idle threads spin only briefly before they sleep (toolchain.OPENMP_SPIN_COUNT). OpenBLAS
-still chooses how many jobs and how to split the work, so every result keeps the bits it had on
-OpenBLAS's own threads.
+whose idle threads then spin a few milliseconds before they sleep, as OpenBLAS's own did
+(toolchain.OPENMP_SPIN_COUNT). OpenBLAS still chooses how many jobs and how to split the work,
+so every result keeps the bits it had on OpenBLAS's own threads.
 
 `share()` installs the callback once per process, the first time kiln loads a kernel library
 that runs on teams. It does nothing (and says why in a debug note) where:
@@ -66,17 +66,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_back_to_openblas_threads)
 
 
+def can_share() -> bool:
+    """Whether NumPy's OpenBLAS has caller-managed threading and $KILN_SHARED_BLAS_TEAM allows using it (what
+    `share` needs besides kernels that run on teams); builds nothing."""
+    return os.environ.get(ENV, "").strip() != "0" and _setter() is not None
+
+
 def _decide() -> bool:
     from . import toolchain  # noqa: PLC0415 - toolchain calls share() after loading a library
     from ..render.openmp import BLAS_TEAM_SOURCE, BLAS_TEAM_SYMBOL  # noqa: PLC0415
 
-    if os.environ.get(ENV, "").strip() == "0":
-        _log.debug("kiln: $%s=0: NumPy's OpenBLAS keeps its own threads", ENV)
+    if not can_share():
+        _log.debug("kiln: NumPy's OpenBLAS keeps its own threads ($%s=0, or a BLAS without caller-managed "
+                   "threading, which OpenBLAS has from 0.3.27)", ENV)
         return False
     setter = _setter()
-    if setter is None:
-        _log.debug("kiln: NumPy's BLAS has no caller-managed threading (OpenBLAS 0.3.27+): it keeps its own threads")
-        return False
     try:
         command = toolchain.compiler_command()
         if not (toolchain.openmp_flags(command) and toolchain.prepare_openmp_runtime()):

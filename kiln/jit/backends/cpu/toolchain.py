@@ -19,10 +19,10 @@ Loading a shared library runs its code, so the on-disk cache is treated as untru
   concurrent processes never see half an entry and all load the same verified kernel.
 * Kernels are built with ``-fopenmp`` where the compiler can build and load a tiny OpenMP
   library (probed once; it is part of the key); elsewhere they run serially, with one
-  debug note. Before the first OpenMP library loads, libgomp is loaded with idle threads
-  that spin only briefly, then sleep (OPENMP_SPIN_COUNT, unless $OMP_WAIT_POLICY or
-  $GOMP_SPINCOUNT is set), so they do not steal the CPUs from whatever runs next
-  (parallel.py), yet a team started right after another finds its threads awake.
+  debug note. Before the first OpenMP library loads, kiln loads libgomp with its idle-thread
+  policy (`openmp_environment`, unless $OMP_WAIT_POLICY or $GOMP_SPINCOUNT is set): spinning
+  a few milliseconds where NumPy's OpenBLAS will run its threads on kiln's team (blas_team.py),
+  else sleeping at once, so they do not steal the CPUs from OpenBLAS's own spinning threads.
 * Probing the compiler (a tiny build, OpenMP, ``--version``, the ``-march`` macros) takes
   subprocesses; a working compiler's results are recorded as ``k_<key>.json`` with its
   ``.sha256``, keyed by the compiler binary (path, size, modification time), the flags and
@@ -106,12 +106,19 @@ int kiln_probe(void) {
     return n + 40 + (omp_get_max_threads() > 0);
 }
 """
-OPENMP_SPIN_COUNT = "2000"
-"""$GOMP_SPINCOUNT kiln loads libgomp with: an idle OpenMP thread spins this many pause instructions (about 50 us on
-a Zen 4, 25 ns each) before it sleeps. Sleeping at once (OMP_WAIT_POLICY=passive) cost 45 us per threaded GEMM of
-NumPy's OpenBLAS on kiln's team (blas_team.py), 128x64x128 taking 60 us instead of 15, and a compiled GPT step
-with thousands of such attention GEMMs 15% more; libgomp's default (300000 spins, milliseconds) takes the other
-CPUs from whatever runs next between kernels."""
+OPENMP_SPIN_COUNT = "200000"
+"""$GOMP_SPINCOUNT kiln loads libgomp with where OpenBLAS shares kiln's team: an idle OpenMP thread spins this many
+pause instructions (about 5 ms on a Zen 4, 25 ns each) before it sleeps. Measured on a 2-vCPU Zen 4 VM: waking a
+sleeping thread cost 45 us per threaded OpenBLAS GEMM (128x64x128: 60 us instead of 15), a compiled GPT step with
+thousands of small attention GEMMs about 15%, and a GCN step whose two GEMMs come 2.5 ms apart about 13% with a
+50 us spin (a halted virtual CPU wakes slowly); OpenBLAS's own threads spin for tens of milliseconds, libgomp's
+default about 7 ms (and only 1000 pauses when a process has more threads than CPUs)."""
+OPENMP_SLEEPING = "passive"
+"""$OMP_WAIT_POLICY kiln loads libgomp with where OpenBLAS keeps its own threads: idle kiln threads sleep at once,
+leaving the CPUs to OpenBLAS's spinning workers (spinning kiln threads measured 1.3-2.4x slower than serial for
+LayerNorm+GELU and a following GEMM on a busy 2-CPU machine)."""
+
+
 _KEY_FORMAT = 2  # bump when the entry layout changes
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -293,11 +300,11 @@ def openmp_flags(command: list[str]) -> list[str]:
 
 
 def prepare_openmp_runtime() -> bool:
-    """Load libgomp with OPENMP_SPIN_COUNT, once, before any kernel loads it (it reads the policy only then);
+    """Load libgomp with `openmp_environment`, once, before any kernel loads it (it reads the policy only then);
     whether kernels may run on teams.
 
     Yes when the user set $OMP_WAIT_POLICY or $GOMP_SPINCOUNT (their choice), or kiln loaded libgomp
-    with its brief spin. No when there is no libgomp.so.1 (another runtime, e.g. clang's libomp,
+    with its own policy. No when there is no libgomp.so.1 (another runtime, e.g. clang's libomp,
     whose policy kiln does not set), or when a libgomp with an unknown policy was loaded first (PyTorch ships
     one named libgomp.so.1, which kernels would share): its default spins idle threads for a while
     after every region, which measured 1.3-2.4x slower than serial on a busy machine, so kernels stay
@@ -306,6 +313,14 @@ def prepare_openmp_runtime() -> bool:
     if not _runtime_prepared:
         _runtime_prepared.append(_prepare_openmp_runtime())
     return _runtime_prepared[0]
+
+
+def openmp_environment() -> tuple[str, str]:
+    """The variable and value kiln loads libgomp with: a spin of OPENMP_SPIN_COUNT where NumPy's OpenBLAS can run its
+    threads on kiln's team (nothing else spins then), else OPENMP_SLEEPING."""
+    if blas_team.can_share():
+        return "GOMP_SPINCOUNT", OPENMP_SPIN_COUNT
+    return "OMP_WAIT_POLICY", OPENMP_SLEEPING
 
 
 def _prepare_openmp_runtime() -> bool:
@@ -320,15 +335,16 @@ def _prepare_openmp_runtime() -> bool:
                    "generated kernels run on one thread; set GOMP_SPINCOUNT=2000 before importing it to allow "
                    "teams")
         return False
-    os.environ["GOMP_SPINCOUNT"] = OPENMP_SPIN_COUNT  # libgomp reads it once, when it loads
+    name, value = openmp_environment()
+    os.environ[name] = value  # libgomp reads it once, when it loads
     try:
         ctypes.CDLL("libgomp.so.1")
     except OSError:  # another OpenMP runtime (clang's libomp reads the policy later, and spins by default)
-        _log.debug("kiln: no libgomp.so.1 to load with a brief spin, so generated kernels run on one "
+        _log.debug("kiln: no libgomp.so.1 to load with kiln's wait policy, so generated kernels run on one "
                    "thread; set OMP_WAIT_POLICY=passive to allow teams with this compiler's OpenMP runtime")
         return False
     finally:
-        del os.environ["GOMP_SPINCOUNT"]
+        del os.environ[name]
     return True
 
 
