@@ -404,7 +404,8 @@ print(lib.kiln_sha256)
 @needs_cc
 def test_two_processes_building_one_kernel_load_the_same_verified_library(tmp_path):
     # one entry in the cache: the BLAS team's callback library (blas_team.py) stays out
-    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT), "KILN_SHARED_BLAS_TEAM": "0"}
+    env = {**os.environ, "KILN_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT),
+           "KILN_SHARED_BLAS_TEAM": "0"}
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _RACE, str(go), str(tmp_path / f"ready{i}")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
