@@ -22,6 +22,7 @@ from ..render import C
 from ..render.c_kernels import render_c
 from .fusion import Group, choose_split, describe, index_form, strided_form
 from .layouts import c_ordered
+from .parallel import team_min_for
 from .lower import lower_elementwise
 from .toolchain import build
 
@@ -43,7 +44,7 @@ def render_function(group: Group, forms: list[str], name: str = "kiln_fused", st
                     in_place: int | None = None) -> str:
     """The C function for one group given each input's index form (no prelude; `storage` may be "static";
     `in_place`: see lower.lower_elementwise)."""
-    return render_c(lower_elementwise(group, forms, in_place), name, storage)
+    return render_c(lower_elementwise(group, forms, in_place), name, storage, team_min=team_min_for(group.nodes))
 
 
 def render(group: Group, forms: list[str], name: str = "kiln_fused") -> str:

@@ -81,6 +81,17 @@ def min_elements() -> int:
     return int(TEAM[_MIN])
 
 
+def team_min_for(nodes: list) -> int:
+    """The `team_min` to render a fused group of graph `nodes` with (render_c): the team threshold now, so a
+    kernel whose sizes stay below it is compiled without an OpenMP region; 0 (keep the region) when a size is
+    symbolic, since a symbolic plan calls its kernels with other sizes than the trace saw."""
+    from ...symbolic import is_symbolic  # noqa: PLC0415
+
+    if any(is_symbolic(tuple(v.shape)) for n in nodes for v in (*n.inputs, n.out)):
+        return 0
+    return min_elements()
+
+
 def set_min_elements(n: int) -> None:
     """Run kernels of at least `n` elements per call on a team (tests use small values)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:

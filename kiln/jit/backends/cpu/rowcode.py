@@ -32,13 +32,14 @@ from ..render.c_kernels import render_c
 from ..render.c_reducers import REDUCERS
 from .layouts import c_ordered
 from .lower import lower_rows
+from .parallel import team_min_for
 from .rows import RowGroup, Space, describe
 from .toolchain import build
 
 
 def render_rows_function(group: RowGroup, name: str, storage: str = "static") -> str:
     """The C function for one row group without the preludes (the C prelude and REDUCERS must precede it)."""
-    return render_c(lower_rows(group), name, storage)
+    return render_c(lower_rows(group), name, storage, team_min=team_min_for(group.nodes))
 
 
 def render_rows(group: RowGroup, name: str = "kiln_fused") -> str:

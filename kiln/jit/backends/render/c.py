@@ -93,12 +93,12 @@ class CLanguage(CStyleLanguage):
         return self.loop(var, BOUNDS[3], start=BOUNDS[2])
 
     def function(self, name: str, ret: str, params: list[str], body: list[str], storage: str = "",
-                 wide: bool = False, split_inner: bool = False) -> list[str]:
+                 wide: bool = False, split_inner: bool = False, teams: bool = True) -> list[str]:
         """NAME_range (the loops over the bounds it is given) and NAME, which runs it serially or on
-        an OpenMP team (see openmp.py)."""
+        an OpenMP team (see openmp.py; only serially where `teams` is False)."""
         bounds = [f"{self.index_type} {b}" for b in BOUNDS]
         ranged = [self.signature(f"{name}_range", ret, [*bounds, *params], "KILN_KERNEL_LOOPS", wide=wide), *body, "}", ""]
-        return ranged + team_wrapper(name, ret, params, split_inner, self.signature(name, ret, params, storage))
+        return ranged + team_wrapper(name, ret, params, split_inner, self.signature(name, ret, params, storage), teams)
 
 
 C = CLanguage()

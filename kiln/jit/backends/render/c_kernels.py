@@ -34,9 +34,12 @@ class CKernelRenderer:
 
     reuse_scratch = True  # an epilogue reads values a prologue left in the scratch row (tests turn it off)
 
-    def __init__(self, kernel: Kernel, lang: CLanguage = C):
+    def __init__(self, kernel: Kernel, lang: CLanguage = C, team_min: int = 0):
         self.kernel = kernel
         self.lang = lang
+        sizes = [p.size for p in kernel.params]
+        # the loop space (outer x inner) is the largest buffer's size: known below `team_min`, never a team
+        self.teams = not (sizes and min(sizes) > 0 and max(sizes) < team_min)
         self.kept: dict[str, tuple[str, str]] = {}  # value -> (scratch row holding it, its dtype)
         self.vector_var: str | None = None  # the element index of the vector loop being rendered
 
@@ -121,12 +124,14 @@ class CKernelRenderer:
         body = self.block(kernel.body, STEP)
         if kernel.kind == "rows":
             lines = lang.function(name, "long long", params, [f"{STEP}long long flagged = 0;", *body,
-                                                               f"{STEP}return flagged;"], storage)
+                                                               f"{STEP}return flagged;"], storage, teams=self.teams)
         else:
-            lines = lang.function(name, "void", params, body, storage, wide=kernel.compute_bound, split_inner=True)
+            lines = lang.function(name, "void", params, body, storage, wide=kernel.compute_bound, split_inner=True,
+                                  teams=self.teams)
         return "\n".join([*lines, ""])
 
 
-def render_c(kernel: Kernel, name: str, storage: str = "", lang: CLanguage = C) -> str:
-    """The C function `name` computing `kernel` (no prelude; `storage` may be "static")."""
-    return CKernelRenderer(kernel, lang).function(name, storage)
+def render_c(kernel: Kernel, name: str, storage: str = "", lang: CLanguage = C, team_min: int = 0) -> str:
+    """The C function `name` computing `kernel` (no prelude; `storage` may be "static"). A kernel whose buffers all
+    have known sizes below `team_min` elements (the team threshold) is rendered to run serially only."""
+    return CKernelRenderer(kernel, lang, team_min).function(name, storage)

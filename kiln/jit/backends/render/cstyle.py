@@ -167,10 +167,10 @@ class CStyleLanguage:
         return self.loop(var, stop)
 
     def function(self, name: str, ret: str, params: list[str], body: list[str], storage: str = "",
-                 wide: bool = False, split_inner: bool = False) -> list[str]:
+                 wide: bool = False, split_inner: bool = False, teams: bool = True) -> list[str]:
         """The lines of a kernel function whose `body` runs outer_loop (and, if `split_inner`, inner_loop)
         over its `outer` and `inner` parameters: here the function as written; a language may run the
-        loops on several threads (CLanguage: OpenMP)."""
+        loops on several threads (CLanguage: OpenMP) where `teams` allows."""
         return [self.signature(name, ret, params, storage, wide=wide), *body, "}"]
 
     def load(self, pointer: str, index: str) -> str:

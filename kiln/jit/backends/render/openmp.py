@@ -91,12 +91,15 @@ def param_name(param: str) -> str:
     return match.group(1)
 
 
-def team_wrapper(name: str, ret: str, params: list[str], split_inner: bool, signature: str) -> list[str]:
+def team_wrapper(name: str, ret: str, params: list[str], split_inner: bool, signature: str,
+                 teams: bool = True) -> list[str]:
     """The lines of kernel `name` that runs NAME_range serially or on a team (module docstring).
 
     `signature` is the wrapper's opening line; the kernel's `outer` and `inner` parameters
     give the loop space, a parameter named `scratch` is a row of `inner` doubles per thread,
-    and a non-void result is summed over threads.
+    and a non-void result is summed over threads. With `teams` False (a loop space known to
+    stay below the team threshold) the wrapper only runs it serially: no OpenMP region to
+    compile, which costs the C compiler more than the kernel itself.
     """
     names = [param_name(p) for p in params]
     if "outer" not in names or "inner" not in names:
@@ -110,6 +113,8 @@ def team_wrapper(name: str, ret: str, params: list[str], split_inner: bool, sign
         return f"{name}_range({', '.join(args)})"
 
     serial = call(("0", "outer", "0", "inner"), "scratch")
+    if not teams:
+        return [signature, f"    {'return ' if returns else ''}{serial};", "}"]
     lines = [signature, f"    const int kiln_n = kiln_team_enter(outer, inner, {split});", "    if (kiln_n > 1) {"]
     ind = "        "
     if scratch:  # one 64-byte aligned row of inner doubles per thread
