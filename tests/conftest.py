@@ -8,6 +8,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# The suite runs one process per CPU (pytest -n): OpenMP threads that spin 5 ms after each team, kiln's
+# default where OpenBLAS shares its team (toolchain.OPENMP_SPIN_COUNT), would take CPU time from the other
+# processes (20% of the suite's time). A user's choice is kept; the policy changes speed, never results.
+os.environ.setdefault("GOMP_SPINCOUNT", "2000")
+
 import kiln  # noqa: E402
 from kiln.jit import debug as _jit_debug  # noqa: E402
 
