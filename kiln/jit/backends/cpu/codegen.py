@@ -12,6 +12,7 @@ off floating-point contraction so a*b+c rounds twice, as NumPy's separate multip
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from typing import Any
 
@@ -68,12 +69,17 @@ class FusedElementwise(Primitive):
         out_shape = tuple(group.root.out.shape)
         self.split, self.forms = choose_split([tuple(v.shape) for v in group.inputs], out_shape, strided=True)
         self.kernel_ir = lower_elementwise(group, self.forms)
-        self.source = render(group, self.forms)
         self._fn = None
         self.out_dtype = group.root.out.dtype.np
         self._fitting: dict[tuple, tuple] = {}  # input shapes -> (out shape, outer, inner): the forms fit
         self._full_inputs = [k for k, form in enumerate(self.forms)  # read in C order: they must be C-ordered
                              if form == "full" and k not in group.broadcast_inputs]
+
+    @functools.cached_property
+    def source(self) -> str:
+        """The C source of this group run on its own (rendered on first use: a native plan renders the group
+        into its own source instead)."""
+        return render(self.group, self.forms)
 
     @property
     def fn(self) -> Any:

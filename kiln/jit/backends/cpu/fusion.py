@@ -235,6 +235,8 @@ def find_groups(graph: Graph, min_elements: int | None = None, min_nodes: int | 
             users.setdefault(v.id, []).append(n)
     external = {v.id for v in graph.outputs} | {w.value.id for w in graph.state_writes}
     producer = {n.out.id: n for n in graph.nodes}
+    by_id = {id(n): n for n in graph.nodes}
+    position = {id(n): k for k, n in enumerate(graph.nodes)}  # a group lists its members in graph order
     assigned: set[int] = set()
     groups = []
     layouts = None
@@ -259,7 +261,7 @@ def find_groups(graph: Graph, min_elements: int | None = None, min_nodes: int | 
                 stack.append(p)
         if len(members) < min_nodes:
             continue
-        nodes = [n for n in graph.nodes if id(n) in members]
+        nodes = sorted((by_id[m] for m in members), key=lambda n: position[id(n)])
         group = Group(nodes)
         if choose_split([tuple(v.shape) for v in group.inputs], tuple(root.out.shape), strided=True) is None:
             continue

@@ -21,6 +21,7 @@ in another order than this kernel's, see layouts.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,6 @@ class RowKernel(Primitive):
         self.name = "fused_rows[" + describe(group) + "]"
         self.group = group
         self.kernel_ir = lower_rows(group)
-        self.source = render_rows(group)
         self._fn = None
         self.outer, self.inner = group.space.outer, group.space.inner
         self.in_shapes = [tuple(v.shape) for v in group.inputs]
@@ -65,6 +65,12 @@ class RowKernel(Primitive):
         self.full = frozenset(k for k, form in enumerate(self.forms) if form == "full")
         self.any_row_count = False  # (symbolic plans) rows may be more or fewer than traced: see resized()
         self.fallbacks = 0  # calls answered by evaluate() (a mixed-sign zero maximum, non-C-ordered input)
+
+    @functools.cached_property
+    def source(self) -> str:
+        """The C source of this group run on its own (rendered on first use: a native plan renders the group
+        into its own source instead)."""
+        return render_rows(self.group)
 
     @property
     def fn(self) -> Any:
