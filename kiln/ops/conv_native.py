@@ -18,8 +18,8 @@ FMA, so its bits depend on nothing but the inputs: not the vector width, the til
 many threads share the rows. Eager execution and compiled plans call this same library, so
 they agree bit for bit.
 
-Built once per process with kiln's toolchain (cached on disk like every kernel); where no C
-compiler works, `conv2d_direct` answers None and the primitive computes the product with
+Built once per process and dtype, when a convolution of that dtype first runs, with kiln's
+toolchain (cached on disk like every kernel); where no C compiler works, `conv2d_direct` answers None and the primitive computes the product with
 NumPy's BLAS instead (other bits, the same everywhere in that process).
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ MIN_PER_THREAD = 4  # work (rows x columns x terms) per row is given to the team
 
 _lock = threading.Lock()
 _functions: dict[str, Any] = {}
-_unavailable: list[str] = []  # why the library cannot be built here (filled once)
+_unavailable: dict[str, str] = {}  # dtype name -> why its library cannot be built here (filled once per dtype)
 
 
 def contractions() -> list:
@@ -48,32 +48,38 @@ def contractions() -> list:
 
 
 def _function(name: str) -> Any:
+    """The C function `name` of its dtype's library (``kiln_contract_f32`` and its ``_pack`` and ``_pad``): each
+    dtype's library is built the first time one of its functions is asked for, so float32 work never waits for
+    the float64 half (each half costs the C compiler several seconds)."""
     fn = _functions.get(name)
-    if fn is not None or _unavailable:
+    if fn is not None:
         return fn
+    dtype, symbol = next((d, f) for d, f in FUNCTIONS.items() if name.startswith(f))
+    if dtype.name in _unavailable:
+        return None
     with _lock:
-        if not _functions and not _unavailable:
+        if symbol not in _functions and dtype.name not in _unavailable:
             from ..jit.backends.cpu import toolchain  # noqa: PLC0415 - kiln.jit imports kiln.ops
             from ..jit.backends.render.c_contraction import render_contraction  # noqa: PLC0415
+            from ..jit.backends.render.kernel_ir import Contraction  # noqa: PLC0415
 
             try:
-                lib = toolchain.build(render_contraction(contractions()), "kiln_contract_f32")
+                lib = toolchain.build(render_contraction([Contraction(symbol, dtype.name)]), symbol)
             except toolchain.CompilerUnavailable as exc:
-                _unavailable.append(str(exc))
+                _unavailable[dtype.name] = str(exc)
                 return None
-            for symbol in FUNCTIONS.values():
-                f = getattr(lib, symbol)
-                f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 4
-                f.restype = None
-                pack = getattr(lib, f"{symbol}_pack")
-                pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong]
-                pack.restype = None
-                pad = getattr(lib, f"{symbol}_pad")
-                pad.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 6
-                pad.restype = None
-                _functions[symbol] = f
-                _functions[f"{symbol}_pack"] = pack
-                _functions[f"{symbol}_pad"] = pad
+            f = getattr(lib, symbol)
+            f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 4
+            f.restype = None
+            pack = getattr(lib, f"{symbol}_pack")
+            pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong]
+            pack.restype = None
+            pad = getattr(lib, f"{symbol}_pad")
+            pad.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 6
+            pad.restype = None
+            _functions[f"{symbol}_pack"] = pack
+            _functions[f"{symbol}_pad"] = pad
+            _functions[symbol] = f  # last: a reader that finds it finds the other two
         return _functions.get(name)
 
 

@@ -254,3 +254,16 @@ def test_conv2d_matches_torch_with_odd_sizes_and_batch_one():
         want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), stride=stride, padding=padding,
                                           dilation=dilation).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@needs_library
+def test_each_dtype_builds_its_own_library_when_first_used(monkeypatch):
+    """The float64 half costs the C compiler several seconds: a float32 convolution never waits for it."""
+    monkeypatch.setattr(conv_native, "_functions", {})
+    x, w = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
+    out = conv_native.conv2d_direct(x, w, (1, 1), (0, 0), (1, 1), (3, 3))
+    np.testing.assert_array_equal(out, np.full((1, 3, 3, 3), 18.0, np.float32))
+    assert conv_native._functions and all("f32" in name for name in conv_native._functions)
+    out64 = conv_native.conv2d_direct(x.astype(np.float64), w.astype(np.float64), (1, 1), (0, 0), (1, 1), (3, 3))
+    np.testing.assert_array_equal(out64, np.full((1, 3, 3, 3), 18.0))
+    assert any("f64" in name for name in conv_native._functions)
