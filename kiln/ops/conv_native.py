@@ -19,8 +19,9 @@ many threads share the rows. Eager execution and compiled plans call this same l
 they agree bit for bit.
 
 Built once per process and dtype, when a convolution of that dtype first runs, with kiln's
-toolchain (cached on disk like every kernel); where no C compiler works, `conv2d_direct` answers None and the primitive computes the product with
-NumPy's BLAS instead (other bits, the same everywhere in that process).
+toolchain (cached on disk like every kernel); where no C compiler works, `conv2d_direct`
+answers None and the primitive computes the product with NumPy's BLAS instead (other bits,
+the same everywhere in that process).
 """
 from __future__ import annotations
 
