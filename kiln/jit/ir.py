@@ -401,15 +401,27 @@ def same_shape(a: tuple, b: tuple) -> bool:
     return True
 
 
+def on_gpu(value: Any) -> bool:
+    """Whether `value` is a GPU array (CuPy's, by the CUDA array interface)."""
+    return not isinstance(value, np.ndarray) and hasattr(value, "__cuda_array_interface__")
+
+
+def host_array(value: Any) -> np.ndarray:
+    """A literal's values as a NumPy array; a GPU (CuPy) literal is copied to the host."""
+    if on_gpu(value):
+        return value.get()
+    return np.asarray(value)
+
+
 def _exact_literal(value: Any) -> Any:
-    arr = np.asarray(value)
+    arr = host_array(value)
     if arr.size <= LITERAL_PRINT_LIMIT:
         return _format_literal(arr)  # as printed: keeps signatures of small graphs as they were
     return ("literal", arr.dtype.str, arr.shape, np.ascontiguousarray(arr).tobytes())
 
 
 def _format_literal(value: Any) -> str:
-    arr = np.asarray(value)
+    arr = host_array(value)
     if arr.size > LITERAL_PRINT_LIMIT:
         digest = zlib.crc32(np.ascontiguousarray(arr).tobytes()) & 0xFFFFFFFF
         return f"{type_text(arr.shape, arr.dtype)}{{...#{digest:08x}}}"

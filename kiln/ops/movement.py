@@ -219,7 +219,7 @@ class IndexPut(Primitive):
         f = F()
         gx = gv = None
         if x.requires_grad:
-            gx = f.index_put(g, f.zeros((), dtype=g.dtype), idx, spec)
+            gx = f.index_put(g, f.zeros((), dtype=g.dtype, device=g.device), idx, spec)
         if v.requires_grad:
             gv = f.sum_to(f.bind_index(g, idx, spec), v.shape)
         return (gx, gv) + (None,) * len(idx)
@@ -313,7 +313,8 @@ class Gather(Primitive):
     def vjp(self, g, inputs, node, *, axis):
         x, idx = inputs
         f = F()  # idx was range-checked (or allowed negative, take_along_dim) by the forward op
-        return (f.shape.scatter_add_unchecked(f.zeros(x.shape, dtype=g.dtype), axis, idx, g), None)
+        zeros = f.zeros(x.shape, dtype=g.dtype, device=g.device)
+        return (f.shape.scatter_add_unchecked(zeros, axis, idx, g), None)
 
 
 def _broadcast_index_line(idx: Any, axis: int, shape: tuple) -> Any:

@@ -66,8 +66,9 @@ class Unfold2d(Primitive):
         sn, sc, sh, sw = x.strides
         shape = (x.shape[0], x.shape[1], kernel[0], kernel[1], oh, ow)
         strides = (sn, sc, dilation[0] * sh, dilation[1] * sw, stride[0] * sh, stride[1] * sw)
+        read_only = {"writeable": False} if xp is np else {}  # CuPy's as_strided has no such flag
         return xp.lib.stride_tricks.as_strided(x, shape=batch_last(shape, batch_axis),
-                                               strides=batch_last(strides, batch_axis), writeable=False)
+                                               strides=batch_last(strides, batch_axis), **read_only)
 
     def vjp(self, g, inputs, node, *, kernel, stride, padding, dilation, pad_value, batch_axis=0):
         x = inputs[0]

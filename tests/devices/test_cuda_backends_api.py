@@ -26,7 +26,7 @@ def test_the_usual_device_line_picks_the_cpu_here() -> None:
     assert device.type == ("cuda" if HAS_GPU else "cpu")
 
 
-@pytest.mark.skipif(HAS_GPU, reason="seeding a GPU seeds kiln's shared stream")
+@pytest.mark.skipif(HAS_GPU, reason="no-GPU behaviour: seeding a GPU seeds kiln's shared stream")
 def test_cuda_seeding_without_a_gpu_leaves_the_cpu_stream_alone() -> None:
     kiln.manual_seed(7)
     state = kiln.get_rng_state()
@@ -37,7 +37,7 @@ def test_cuda_seeding_without_a_gpu_leaves_the_cpu_stream_alone() -> None:
         kiln.cuda.manual_seed_all("seed")
 
 
-@pytest.mark.skipif(HAS_GPU, reason="needs a machine without a GPU")
+@pytest.mark.skipif(HAS_GPU, reason="no-GPU behaviour: needs a machine without a GPU")
 @pytest.mark.parametrize("call", ["current_device", "synchronize", "get_device_name"])
 def test_gpu_only_calls_say_no_gpu_is_available(call: str) -> None:
     with pytest.raises(RuntimeError, match="guard the call with kiln.cuda.is_available"):

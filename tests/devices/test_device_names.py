@@ -43,6 +43,6 @@ def test_dtype_and_device_arguments_still_work() -> None:
 
 def test_cuda_without_a_gpu_says_how_to_get_one() -> None:
     if kiln.cuda.is_available():
-        pytest.skip("a GPU is available here")
+        pytest.skip("no-GPU behaviour: a GPU is available here")
     with pytest.raises(RuntimeError, match="CuPy"):
         nn.Linear(2, 3).to("cuda")

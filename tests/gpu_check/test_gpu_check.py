@@ -40,11 +40,13 @@ def test_junit_counts_failures_and_skips(tmp_path):
         '<testcase classname="tests.cuda.a" name="ok"/>'
         '<testcase classname="tests.cuda.a" name="bad"><failure message="assert 1 == 2"/></testcase>'
         '<testcase classname="tests.cuda.b" name="gpu"><skipped message="needs CuPy and an NVIDIA GPU"/></testcase>'
+        '<testcase classname="tests.devices.c" name="cpu"><skipped message="no-GPU behaviour: x"/></testcase>'
         '</testsuite></testsuites>')
     run = read_junit(junit, "ran")
-    assert run.counts == {"tests": 3, "failures": 1, "errors": 0, "skipped": 1}
+    assert run.counts == {"tests": 4, "failures": 1, "errors": 0, "skipped": 2}
     assert run.failed == ["tests.cuda.a::bad: assert 1 == 2"]
     assert run.skipped == ["tests.cuda.b::gpu: needs CuPy and an NVIDIA GPU"]
+    assert run.expected_skips == ["tests.devices.c::cpu: no-GPU behaviour: x"]  # not counted against a clean run
     assert read_junit(tmp_path / "missing.xml", "stopped after 240 s").status == "stopped after 240 s"
 
 

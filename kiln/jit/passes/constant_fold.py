@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, InputSpec, Value
+from ..ir import Graph, InputSpec, Value, on_gpu
 from ..symbolic import is_symbolic
 
 MAX_FOLD_ELEMENTS = 64  # larger results stay as nodes, so plans don't carry big constants
@@ -32,6 +32,8 @@ class ConstantFold:
             if is_symbolic(node.out.shape) or int(np.prod([int(d) for d in node.out.shape])) > MAX_FOLD_ELEMENTS:
                 continue
             args = [folds[v.id] if v.id in folds else literals[v.id] for v in node.inputs]
+            if any(on_gpu(a) for a in args):  # folds run NumPy kernels; a GPU plan's literals stay
+                continue
             with np.errstate(all="ignore"):
                 value = np.asarray(node.prim.kernel(np, *args, **node.params))
             folds[node.out.id] = value.astype(node.out.dtype.np, copy=False)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...ops.primitive import REGISTRY, AbstractValue
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, host_array
 
 
 class Pat:
@@ -74,7 +74,10 @@ class Match:
 
     def literal(self, v: Value) -> Any:
         lit = self.literals.get(v.id)
-        return None if lit is None else np.asarray(lit).item() if np.asarray(lit).size == 1 else None
+        if lit is None:
+            return None
+        arr = host_array(lit)
+        return arr.item() if arr.size == 1 else None
 
 
 class Builder:

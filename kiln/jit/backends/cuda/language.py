@@ -29,6 +29,14 @@ COMPILE_OPTIONS = ("--std=c++17", "--fmad=false")  # for NVRTC and for nvcc alik
 PRELUDE = r"""#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+/* NVRTC has no <math.h>: the infinity and NaN that reductions and literals name. */
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
 /* Python's float floor division as NumPy computes it (see the C renderer's prelude). */
 template <typename T> __device__ __forceinline__ T kiln_floor_divide(T a, T b) {
     if (b == 0) return a / b;
