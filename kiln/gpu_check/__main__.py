@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .probe import probe
 from .report import TestRun, read_junit, render
-from .workloads import run_all
+from .workloads import PROFILES, run_all
 
 NO_GPU_STATUS = 3
 
@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         results = run_all(args.device, small=args.device == "cpu", log=log)
         (args.out / "workloads.log").write_text("\n".join(log) or "no errors\n")
         (args.out / "workloads.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+        if PROFILES:
+            (args.out / "profile.log").write_text("\n\n".join(PROFILES) + "\n")
     report = render(machine, args.device, tests, results, time.perf_counter() - start)
     _write(args.out, report)
     print(report)

@@ -72,14 +72,40 @@ def _time(call: Loop, sync: Callable[[], None], repeat: int, per_sample: int) ->
 
 def _measure(result: Result, columns: dict[str, Callable[[], Loop]], device: str, repeat: int,
              per_sample: int, log: list[str]) -> None:
-    """Build and time each column; a column that fails records its error and the rest go on."""
+    """Build and time each column; a column that fails records its error and the rest go on.
+
+    On a GPU, kiln's column is then profiled once more: its kernels by total GPU time go to
+    `PROFILES` (the check writes them to profile.log).
+    """
     sync = _sync(device)
     for column, build in columns.items():
         try:
-            result.ms[column] = _time(build(), sync, repeat, per_sample)
+            call = build()
+            result.ms[column] = _time(call, sync, repeat, per_sample)
+            if column == "kiln.compile" and device != "cpu":
+                details = getattr(call, "details", None)
+                PROFILES.append(f"== {result.name}: {result.ms[column]:.3f} ms per call\n{_kernel_table(call, sync)}"
+                                + (f"\n{details()}" if details else ""))
         except Exception as exc:  # noqa: BLE001 - the report names every failure; the check goes on
             result.errors[column] = f"{type(exc).__name__}: {exc}"
             log.append(f"== {result.name} / {column}\n{traceback.format_exc()}")
+
+
+PROFILES: list[str] = []  # kernel tables of kiln's columns, one text per workload
+
+
+def _kernel_table(call: Loop, sync: Callable[[], None], calls: int = 5) -> str:
+    """The GPU kernels of `calls` calls (CuPy's and kiln's too: CUPTI sees the whole process), by total time."""
+    torch = _torch()
+    if torch is None:
+        return "no torch: no profiler"
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
+    sync()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        sync()
+    return prof.key_averages().table(sort_by="self_device_time_total", row_limit=25, max_name_column_width=70)
 
 
 def _torch_columns(columns: dict[str, Callable[[], Loop]], torch_call: Callable[[bool], Callable[[], Loop]],
@@ -157,7 +183,12 @@ def layer_norm_gelu(device: str, rows: int, cols: int, dtype: str, repeat: int, 
     def kiln_call() -> Loop:
         x, w, b = kiln_tensors()
         compiled = kiln.compile(lambda x: F.gelu(F.layer_norm(x, (cols,), w, b)))
-        return lambda: compiled(x)
+
+        def call() -> Any:
+            return compiled(x)
+        call.details = lambda: (f"input storage on the device: {x._data.dtype}\n"  # type: ignore[attr-defined]
+                                + compiled.explain(graphs=True))
+        return call
 
     def copy_call() -> Loop:
         data = kiln_tensors()[0]._data  # the device array: its own copy is the floor for one read and one write

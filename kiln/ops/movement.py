@@ -328,7 +328,8 @@ def _broadcast_index_line(idx: Any, axis: int, shape: tuple) -> Any:
 
 
 def _scatter_index(xp: Any, idx: Any, axis: int) -> tuple:
-    grid = list(xp.indices(idx.shape, sparse=True))
+    ndim = idx.ndim  # an open grid, as np.indices(sparse=True) (which CuPy lacks) makes it
+    grid = [xp.arange(n).reshape((1,) * i + (n,) + (1,) * (ndim - i - 1)) for i, n in enumerate(idx.shape)]
     grid[axis] = idx
     return tuple(grid)
 
