@@ -15,6 +15,8 @@ class Full(Primitive):
         return AbstractValue(tuple(shape), get_dtype(dtype))
 
     def kernel(self, xp, *, shape, value, dtype, device):
+        if getattr(value, "expr", None) is not None:  # traced: its value now (CuPy reads no __array__)
+            value = value.value
         return xp.full(shape, value, dtype=get_dtype(dtype).np)
 
 

@@ -57,3 +57,23 @@ def test_the_scan_finds_numpy_calls(tmp_path) -> None:
                    "class Good:\n    def kernel(self, xp, a):\n        return xp.exp(a).astype(np.float32)\n"
                    "class Bad:\n    def kernel(self, xp, a):\n        return helper(a)\n")
     assert _numpy_uses(src) == {"Bad": {"np.exp"}}
+
+
+class _StrictFull:
+    """An array module whose `full` takes plain numbers only, as CuPy's does (it reads no __array__)."""
+
+    @staticmethod
+    def full(shape, value, dtype):
+        import numpy as np  # noqa: PLC0415
+
+        assert not hasattr(value, "expr"), f"full got a traced {type(value).__name__}"
+        return np.full(shape, value, dtype=dtype)
+
+
+def test_full_hands_a_traced_hyperparameter_to_the_array_module_as_its_value() -> None:
+    from kiln.jit.hyper import HyperScalar  # noqa: PLC0415
+    from kiln.ops.creation import Full  # noqa: PLC0415
+
+    lr = HyperScalar(0.25, ("hyper", "lr"))
+    out = Full().kernel(_StrictFull, shape=(2,), value=lr, dtype="float32", device=None)
+    assert out.tolist() == [0.25, 0.25]
