@@ -8,6 +8,8 @@ This is not a GPU run (CuPy, NVRTC, launches and memory are untested): docs/cuda
 """
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,37 @@ def test_twenty_compiled_mlp_training_steps_match_the_cpu_backend(tmp_path) -> N
         losses[label] = np.array([float(compiled(x, y).item()) for _ in range(20)])
     np.testing.assert_allclose(losses["cuda-emulated"], losses["cpu"], rtol=1e-4, atol=1e-5)
     assert losses["cpu"][-1] < 0.7 * losses["cpu"][0]  # it trains
+
+
+class _DeviceArray(np.ndarray):
+    """Marks an array as moved by `_Device.asarray`."""
+
+
+class _Device:
+    """Stands in for CuPy: asarray "moves" an array to the device."""
+
+    @staticmethod
+    def asarray(a):
+        return np.asarray(a).view(_DeviceArray)
+
+
+def test_a_cuda_plan_puts_host_literals_on_the_device() -> None:
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from kiln.jit.backends.cuda.plan import move_literals  # noqa: PLC0415
+    from kiln.jit.ir import InputSpec  # noqa: PLC0415
+
+    folded = InputSpec("literal", literal=np.arange(3, dtype=np.float32))
+    scalar = InputSpec("literal", literal=np.float32(2.0))
+    arg = InputSpec("arg", 0)
+    specs = [folded, scalar, arg]
+    with_bfloat16 = importlib.util.find_spec("ml_dtypes") is not None  # the optional kiln[bfloat16]
+    if with_bfloat16:
+        half = InputSpec("literal", literal=np.ones(2, kiln.bfloat16.np))
+        specs.append(half)
+    move_literals(SimpleNamespace(specs=specs), _Device)
+    assert isinstance(folded.literal, _DeviceArray) and folded.literal.tolist() == [0.0, 1.0, 2.0]
+    assert isinstance(scalar.literal, _DeviceArray) and float(scalar.literal) == 2.0
+    assert arg.literal is None
+    if with_bfloat16:
+        assert not isinstance(half.literal, _DeviceArray)  # CuPy holds no bfloat16: it stays on the host

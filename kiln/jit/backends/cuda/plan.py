@@ -143,6 +143,7 @@ def build_plan(graph: Graph, storage: str, xp: Any, load: Callable[[str], Any], 
         raise NotImplementedError(
             f"{name}: half-precision plans are not built yet (the CUDA renderer spells float16/bfloat16 "
             "storage, but plans do not yet convert weights and activations); use CUDACompiler(dtype='float32')")
+    move_literals(graph, xp)
     fused = fuse(graph, 1, 1)
     nodes = [n for n in fused.nodes if isinstance(n.prim, (FusedElementwise, RowKernel))]
     if nodes:
@@ -153,6 +154,20 @@ def build_plan(graph: Graph, storage: str, xp: Any, load: Callable[[str], Any], 
     plan = Plan(fused, xp=xp)
     plan.backend = name
     return plan
+
+
+def move_literals(graph: Graph, xp: Any) -> None:
+    """Put the graph's host literals (folded constants, captured NumPy values) on the device, in place.
+
+    The replay hands a literal to the kernels as it is stored, and CuPy's kernels take no NumPy
+    array. bfloat16 literals (ml_dtypes, which CuPy cannot hold) stay on the host.
+    """
+    if xp is np:
+        return
+    for spec in graph.specs:
+        value = spec.literal
+        if spec.kind == "literal" and isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind != "V":
+            spec.literal = xp.asarray(value)
 
 
 def lower_cuda(graph: Graph, compiler: Any, cupy: Any) -> Plan:  # pragma: no cover - GPU only
