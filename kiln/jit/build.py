@@ -88,6 +88,9 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
     entry.data_epoch = DataEpoch.value  # held tensors are re-checked when some tensor gets another array
     entry.captured = tuple((spec.ref, spec.ref.requires_grad) for spec in graph.specs if spec.kind == "captured")
     article = "an" if entry.kind[0] in "aeiou" else "a"
+    plan = getattr(entry, "plan", None) or getattr(entry, "forward_plan", None)
+    if str(getattr(plan, "backend", "")).startswith("cuda"):  # backend="auto" lowered the GPU inputs for CUDA
+        backend = plan.backend
     summary = (f"  compiled {article} {entry.kind} plan ({backend}): {len(graph.nodes)} traced nodes -> "
                f"{len(entry.graph.nodes)} forward nodes\n  forward passes:\n{log}")
     if training:

@@ -185,3 +185,11 @@ def test_fifty_training_steps_match_the_cpu_backend(name: str) -> None:
         losses[device] = np.array([float(compiled(x, y).item()) for _ in range(50)])
     np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=1e-3, atol=1e-4)
     assert losses["cuda"][-1] < losses["cuda"][0]
+
+
+def test_auto_backend_lowers_gpu_inputs_for_cuda_and_explain_says_so() -> None:
+    fn, args = on_device("softmax", "cuda")
+    compiled = kiln.compile(fn)  # backend="auto"
+    want = fn(*args).detach().cpu().numpy()
+    np.testing.assert_allclose(compiled(*args).detach().cpu().numpy(), want, **tol("float32", "grad"))
+    assert "plan (cuda[float32])" in compiled.explain()
