@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..gradient_sum import GATHERED_PRODUCT_ROWS, ProductGradient
 from .elementwise import F, broadcast_shapes
 from .primitive import AbstractValue, Primitive, ShapeError
@@ -34,7 +36,9 @@ class Matmul(Primitive):
             return self.kernel(xp, a.astype(xp.float32), b.astype(xp.float32)).astype(a.dtype)
         if b.ndim == 2 and a.ndim > 2 and rows_flatten(a.shape, tuple(s // a.itemsize for s in a.strides)):
             # one product over the batch's rows; generated code makes the same call (cpu/gemm.py)
-            return xp.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+            return _matrix_product(xp, a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[-1:])
+        if a.ndim == 2 and b.ndim == 2:
+            return _matrix_product(xp, a, b)
         return xp.matmul(a, b)
 
     def vjp(self, g, inputs, node):
@@ -43,6 +47,44 @@ class Matmul(Primitive):
         ga = _grad_a(f, g, a, b) if a.requires_grad else None
         gb = _grad_b(f, g, a, b) if b.requires_grad else None
         return ga, gb
+
+
+# Few rows times a transposed matrix (``x @ weight.T`` at a small batch): OpenBLAS computes the
+# transposed product ``weight @ x.T`` 1.2-2.9x faster, with the same bits (measured on a Zen 4 with
+# OpenBLAS 0.3.31 for 8-32 rows and weights of 2**17 elements and more). Below 8 rows or with smaller
+# weights the copy back costs more than it saves; from 64 rows on, it gains nothing.
+TRANSPOSED_MIN_ROWS, TRANSPOSED_MAX_ROWS, TRANSPOSED_MIN_WEIGHTS = 8, 32, 1 << 17
+
+
+def transposed_product(a_shape: tuple, a_strides: tuple, b_shape: tuple, b_strides: tuple, dtype_name: str) -> bool:
+    """Whether the float32 matrix product ``a @ b`` is made as ``(b.T @ a.T).T``, copied to C order.
+
+    Element strides of the two matrices. It holds for rows of `a` that are contiguous, `b` a transposed
+    C-ordered matrix (what NumPy hands BLAS with a transpose flag), 8 to 32 rows and a `b` of at least
+    2**17 elements. Eager (`Matmul.kernel`) and generated code (cpu/gemm.py) both ask this, so they
+    make the same BLAS call.
+    """
+    (m, k), (_, n) = a_shape, b_shape
+    if dtype_name != "float32" or not TRANSPOSED_MIN_ROWS <= m <= TRANSPOSED_MAX_ROWS or n * k < TRANSPOSED_MIN_WEIGHTS:
+        return False
+    (a_row, a_col), (b_row, b_col) = a_strides, b_strides
+    return a_col == 1 and a_row >= k and b_row == 1 and b_col >= k
+
+
+def _matrix_product(xp, a, b):
+    """``a @ b`` for two matrices, as `transposed_product` says (NumPy arrays only)."""
+    if isinstance(a, np.ndarray) and transposed_product(a.shape, _element_strides(a), b.shape, _element_strides(b),
+                                                        a.dtype.name):
+        same_memory = a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+        if not (same_memory and a.shape[0] == b.shape[1] and a.strides[0] == b.strides[1]):  # else NumPy's syrk
+            out = xp.empty((a.shape[0], b.shape[1]), a.dtype)
+            xp.copyto(out, xp.matmul(b.T, a.T).T)
+            return out
+    return xp.matmul(a, b)
+
+
+def _element_strides(x) -> tuple:
+    return tuple(s // x.itemsize for s in x.strides)
 
 
 def rows_flatten(a_shape: tuple, a_strides: tuple) -> bool:

@@ -431,6 +431,50 @@ def test_a_batch_of_rows_times_a_matrix_is_one_blas_call():
     assert "i0 < 35" not in body and ", 700, 16, 64);" in body  # one 700-row product, no batch loop
 
 
+# few rows times a transposed matrix: (w @ x.T).T, in eager and generated code alike (transposed_product)
+TRANSPOSED_CASES = [
+    ("x @ w.T", (16, 512), (256, 512), True), ("x @ w.T", (2, 12, 512), (256, 512), True),
+    ("x @ w.T", (32, 400), (400, 400), True),
+    ("x @ x.T", (16, 8192), None, True),  # the helper keeps NumPy's syrk when both are one memory
+    ("x @ w.transpose(-1, -2)", (1, 16, 512), (1, 256, 512), False),  # a batch dim: NumPy's own call
+    ("x @ w.T", (7, 512), (256, 512), False), ("x @ w.T", (33, 512), (256, 512), False),
+    ("x @ w.T", (16, 64), (64, 64), False), ("x @ w", (16, 512), (512, 256), False),
+]
+
+
+@needs_blas
+@pytest.mark.parametrize("expr, xs, ws, transposed", TRANSPOSED_CASES, ids=lambda c: str(c))
+def test_few_rows_times_a_transposed_matrix_keep_numpys_bits(expr, xs, ws, transposed):
+    rng = np.random.default_rng(2)
+    x_np = rng.standard_normal(xs).astype(np.float32)
+    w_np = rng.standard_normal(ws if ws else (1,)).astype(np.float32)
+    x, w = kiln.tensor(x_np), kiln.tensor(w_np)
+    compiled = kiln.compile(lambda x, w: eval(expr, {"x": x, "w": w}), backend="cpu")  # noqa: S307
+    with kiln.no_grad():
+        eager = eval(expr, {"x": x, "w": w}).numpy()  # noqa: S307
+        compiled(x, w)
+        got = compiled(x, w).numpy()
+    numpy_own = eval(expr.replace("transpose(-1, -2)", "swapaxes(-1, -2)"), {"x": x_np, "w": w_np})  # noqa: S307
+    assert_bitwise(eager, numpy_own, f"eager {expr}")
+    assert_bitwise(got, eager, f"compiled {expr}")
+    source = compiled.cache_entries[0].plan.current.source
+    body = source[source.index("kiln_segment_0("):]
+    assert ("kiln_matmul_transposed_s(" in body) is transposed, expr
+
+
+def test_transposed_product_asks_for_few_rows_a_transposed_matrix_and_float32():
+    from kiln.ops.linalg import transposed_product  # noqa: PLC0415
+
+    wide = ((16, 512), (512, 1), (512, 256), (1, 512))  # x (16, 512) @ w.T, w (256, 512)
+    assert transposed_product(*wide, "float32")
+    assert not transposed_product(*wide, "float64")
+    assert not transposed_product((7, 512), (512, 1), (512, 256), (1, 512), "float32")  # too few rows
+    assert not transposed_product((33, 512), (512, 1), (512, 256), (1, 512), "float32")  # too many
+    assert not transposed_product((16, 512), (512, 1), (512, 255), (1, 512), "float32")  # too small a matrix
+    assert not transposed_product((16, 512), (512, 1), (512, 256), (256, 1), "float32")  # w not transposed
+    assert not transposed_product((16, 512), (1, 16), (512, 256), (1, 512), "float32")  # x's rows not contiguous
+
+
 def test_rows_flatten_needs_rows_evenly_spaced_across_the_batch():
     def strides(a):
         return tuple(s // a.itemsize for s in a.strides)

@@ -14,6 +14,10 @@ NumPy's float matmul loop decision by decision:
   rows are not contiguous, except ``a @ a.T`` on the same memory, which is ``?syrk``
   of the upper triangle, mirrored to the lower.
 
+One decision is kiln's own, made by eager and generated code alike: a float32 product of few
+rows times a transposed matrix (``x @ weight.T`` at a small batch) is made as the transposed
+product and copied back (`kiln.ops.linalg.transposed_product`, ``kiln_matmul_transposed_s``).
+
 The plain loop is ``out = 0; out += a * b`` in the operands' type, in order. Operand
 layouts NumPy would first copy (no unit stride on either axis) are not handled here: the
 caller (segment.py) leaves such matmuls to NumPy. Batch dims are loops around this call,
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from ....ops.linalg import rows_flatten
+from ....ops.linalg import rows_flatten, transposed_product
 from .blas import FUNCTIONS
 
 BLAS_TYPES = {"float32": ("float", "s"), "float64": ("double", "d")}
@@ -96,6 +100,34 @@ static void kiln_matmul2d_{S}(const {T} *a, long long is1_m, long long is1_n,
 }}
 """
 
+_TRANSPOSED = r"""
+/* a @ b for few rows of a times a transposed matrix b, made as (b^T @ a^T)^T in a per-thread scratch
+   buffer and copied back in C order: kiln.ops.linalg.transposed_product chooses this at lowering, as
+   eager does. a @ a.T on one memory stays NumPy's syrk (kiln_matmul2d). */
+static void kiln_matmul_transposed_s(const float *a, long long lda, const float *b, long long ldb, float *o,
+                                     long long ldo, long long dm, long long dn, long long dp) {
+    static __thread float *scratch = 0;
+    static __thread long long capacity = 0;
+    if (a == b && dm == dp && lda == ldb) {
+        kiln_matmul2d_s(a, lda, 1, b, 1, ldb, o, ldo, 1, dm, dn, dp);
+        return;
+    }
+    if (capacity < dm * dp) {
+        free(scratch);
+        scratch = (float *)malloc((size_t)(dm * dp) * sizeof(float));
+        capacity = scratch ? dm * dp : 0;
+        if (!scratch) {  /* no memory for the scratch: the plain call, with the same bits */
+            kiln_matmul2d_s(a, lda, 1, b, 1, ldb, o, ldo, 1, dm, dn, dp);
+            return;
+        }
+    }
+    kiln_blas_sgemm(KILN_ROWMAJOR, KILN_NOTRANS, KILN_TRANS, (kiln_blas_int)dp, (kiln_blas_int)dm, (kiln_blas_int)dn,
+                    1.0f, b, (kiln_blas_int)ldb, a, (kiln_blas_int)lda, 0.0f, scratch, (kiln_blas_int)dm);
+    for (long long i = 0; i < dm; i++)
+        for (long long j = 0; j < dp; j++) o[i * ldo + j] = scratch[j * dm + i];
+}
+"""
+
 _GEMV = r"""
 /* NumPy's gemv: y (m) = A (m x n, element strides is_m, is_n) @ x (n, stride is_n2) */
 static void kiln_gemv_{S}(const {T} *A, long long is_m, long long is_n, const {T} *x, long long incx,
@@ -138,10 +170,10 @@ def blas_prelude(int_type: str) -> str:
         "    return s2 == 1 && s1 >= d2;",
         "}",
     ]
-    source = "\n".join(lines) + "\n"
+    source = "#include <stdlib.h>\n" + "\n".join(lines) + "\n"
     for T, S in BLAS_TYPES.values():
         source += _GEMV.format(T=T, S=S) + _HELPER.format(T=T, S=S)
-    return source
+    return source + _TRANSPOSED
 
 
 def blasable(s1: int, s2: int, d2: int) -> bool:
@@ -198,8 +230,14 @@ def render_matmul(ctype: str, out: str, a: str, b: str, out_shape: tuple, a_shap
     S = {"float": "s", "double": "d"}[ctype]
     dm, dn, dp = a_shape[-2], a_shape[-1], b_shape[-1]
     loops = [lp for lp in batch_loops(out_shape, a_shape, a_strides, b_shape, b_strides) if lp[0] != 1]
-    if len(b_shape) == 2 and rows_flatten(a_shape, a_strides):  # one product over every batch's rows
+    flattened = len(b_shape) == 2 and rows_flatten(a_shape, a_strides)
+    if flattened:  # one product over every batch's rows
         dm, loops = math.prod(a_shape[:-1]), []
+    if math.prod(out_shape) and (flattened or len(a_shape) == len(b_shape) == 2) and transposed_product(
+            (dm, dn), a_strides[-2:], (dn, dp), b_strides[-2:], {"float": "float32", "double": "float64"}[ctype]):
+        # as Matmul.kernel: (b^T @ a^T)^T for few rows
+        return [f"{indent}kiln_matmul_transposed_s({a}, {a_strides[-2]}, {b}, {b_strides[-1]}, {out}, {dp}, "
+                f"{dm}, {dn}, {dp});"]
     call = (f"kiln_matmul2d_{S}({a}{{ao}}, {a_strides[-2]}, {a_strides[-1]}, {b}{{bo}}, {b_strides[-2]}, "
             f"{b_strides[-1]}, {out}{{oo}}, {dp}, 1, {dm}, {dn}, {dp});")
     if math.prod(out_shape) == 0:
