@@ -11,11 +11,14 @@ turns it off (it must be on or off on every rank alike; `init_process_group` che
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .process_group import ProcessGroup
 from .waiting import wait
+
+if TYPE_CHECKING:  # process_group imports this module
+    from .process_group import ProcessGroup
 
 CHECK_VARIABLE = "KILN_DIST_CHECK_COLLECTIVES"
 TURN_OFF = f"{CHECK_VARIABLE}=0 or init_process_group(check_collectives=False)"

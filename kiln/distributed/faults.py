@@ -13,9 +13,10 @@ import sys
 import time
 import traceback
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .process_group import ProcessGroup
+if TYPE_CHECKING:  # process_group imports this module
+    from .process_group import ProcessGroup
 
 STATUS_DIR_VARIABLE = "KILN_DIST_STATUS_DIR"
 DRAIN_SECONDS = 5.0  # how long a failing rank waits for the launcher to read its error message

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from .agreement import CollectiveMismatchError, agree, checks_disagree, checks_from, describe
+from .faults import install_abort_on_error, uninstall_abort_on_error
 from .mpi import launched_world_size, load_mpi
+from .waiting import wait
 
 DEFAULT_TIMEOUT = timedelta(minutes=30)
 
@@ -75,8 +78,6 @@ def init_process_group(backend: str = "mpi", timeout: timedelta | float | None =
     unknown = set(kwargs) - {"init_method", "world_size", "rank", "store", "group_name"}
     if unknown:
         raise TypeError(f"init_process_group() got unexpected keyword arguments {sorted(unknown)}")
-    from .agreement import CollectiveMismatchError, checks_disagree, checks_from  # noqa: PLC0415 - it imports this
-
     deadline = _timeout_from(timeout)
     checks = checks_from(check_collectives)
     size = launched_world_size()
@@ -95,8 +96,6 @@ def init_process_group(backend: str = "mpi", timeout: timedelta | float | None =
                              f"{key}={have}; drop the argument (the launcher decides)")
     _group = group
     if group.comm is not None:
-        from .faults import install_abort_on_error  # noqa: PLC0415 - cycle: faults reads the group
-
         install_abort_on_error(group)
         # No rank leaves init before every rank has armed its abort and told the launcher it
         # runs: a rank that fails at once then stops the others with their state on record.
@@ -141,12 +140,8 @@ def barrier() -> None:
     if g.comm is None:
         return
     if g.check_collectives:  # the check's all-gather is a barrier, and catches a rank in another collective
-        from .agreement import agree, describe  # noqa: PLC0415
-
         agree(g, describe("barrier"))
         return
-    from .waiting import wait  # noqa: PLC0415
-
     wait(g.comm.Ibarrier(), "barrier", g)
 
 
@@ -154,7 +149,5 @@ def destroy_process_group() -> None:
     """Leave the process group; `init_process_group` may be called again afterwards."""
     global _group
     if _group is not None and _group.comm is not None:
-        from .faults import uninstall_abort_on_error  # noqa: PLC0415
-
         uninstall_abort_on_error()
     _group = None

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .process_group import ProcessGroup
+if TYPE_CHECKING:  # process_group imports this module
+    from .process_group import ProcessGroup
 
 
 class DistTimeoutError(RuntimeError):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-from .trace import user_stacklevel
 from .cache import KEY_FIELDS, CacheKey, CompilationStats
+from .user_frames import user_stacklevel
 
 LOG_LIMIT = 100  # explain() history lines and stats.miss_reasons kept (older ones are dropped)
 

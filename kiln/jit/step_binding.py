@@ -18,6 +18,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .hyper import HyperSource, StateSource, compile_guards, evaluate, expr_text
+from .misslog import MissReason
 
 
 def grad_owner(target: tuple, leaves: list) -> Tensor:
@@ -138,8 +139,6 @@ class StepBinding:
 
 
 def _miss(*args: Any) -> Any:
-    from .misslog import MissReason  # noqa: PLC0415 - misslog imports trace, which imports this module
-
     return MissReason(*args)
 
 

@@ -31,6 +31,7 @@ from .hyper import HyperInput, HyperScalar, HyperSource, StateSource, expr_text
 from .ir import InputSpec, Value
 from .step_binding import StepBinding, optimizer_signature
 from .symbolic import is_symbolic
+from .user_frames import user_location
 
 _MISSING = object()
 
@@ -150,8 +151,6 @@ class StepCapture:
         return index
 
     def write_hyper(self, group: Any, key: str) -> None:
-        from .trace import user_location  # noqa: PLC0415
-
         self._break(f"`{type(group.optimizer).__name__}.param_groups[...][{key!r}] = ...` at {user_location()} "
                     "inside a compiled function: the write would run only while tracing, and replays of the plan "
                     "would skip it. Fix: change hyperparameters outside the compiled function (lr_scheduler.step() "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from .lr_scheduler import LRScheduler
+from .lr_base import LRScheduler
 from .optimizer import Optimizer
 
 

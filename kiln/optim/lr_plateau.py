@@ -5,7 +5,7 @@ import math
 import warnings
 from typing import Any, Sequence
 
-from .lr_scheduler import LRScheduler
+from .lr_base import LRScheduler
 from .optimizer import Optimizer
 
 

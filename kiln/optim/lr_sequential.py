@@ -5,7 +5,7 @@ from bisect import bisect_right
 from typing import Any, Sequence
 
 from .lr_plateau import ReduceLROnPlateau
-from .lr_scheduler import LRScheduler
+from .lr_base import LRScheduler
 from .optimizer import Optimizer
 
 

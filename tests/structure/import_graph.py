@@ -1,7 +1,8 @@
 """kiln's import graph, read from the source: which module imports which, and its cycles.
 
-Every import counts, at module level or inside a function (a deferred import hides a cycle from
-Python's loader, not from the design). ``from package import name`` is an edge to the module
+Every import that runs counts, at module level or inside a function (a deferred import hides a
+cycle from Python's loader, not from the design). Imports under ``if TYPE_CHECKING:`` never run and
+serve annotations only: they are left out. ``from package import name`` is an edge to the module
 ``package.name`` where that is a module, else to ``package`` itself.
 """
 from __future__ import annotations
@@ -38,11 +39,33 @@ def _known(name: str, modules: dict[str, Path]) -> str | None:
     return name or None
 
 
+def _type_checking(node: ast.AST) -> bool:
+    """Whether `node` is ``if TYPE_CHECKING:`` (or ``if typing.TYPE_CHECKING:``)."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _running_nodes(tree: ast.AST):
+    """Every node of `tree` except the bodies of ``if TYPE_CHECKING:`` blocks (their else branches stay)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if _type_checking(node):
+            todo.extend(node.orelse)
+            todo.append(node.test)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def import_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the modules of `modules` it imports (itself excluded)."""
     edges: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _running_nodes(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):

@@ -33,7 +33,7 @@ def test_the_graph_sees_deferred_relative_and_package_imports(tmp_path) -> None:
         "b.py": "def f():\n    from .sub import c  # deferred: still an edge\n",
         "sub/__init__.py": "",
         "sub/c.py": "from ..a import x\nimport pkg.d\n",
-        "d.py": "import os\n",
+        "d.py": "import os\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a  # annotations only\n",
     })
     edges = import_edges(module_files(root))
     assert edges["pkg.a"] == {"pkg.b"} and edges["pkg.b"] == {"pkg.sub.c"}
