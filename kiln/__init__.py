@@ -37,7 +37,7 @@ long = int64
 int = int32  # noqa: A001
 device = get_device
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 _tune_allocator()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..nn.module import Module, register_compile
 from ..tensor import Tensor
 from .frontends import DynamicJITFunction, StaticJITFunction, djit, jit, trace_graph, xpr
 from .function import CompiledFunction, JITFunction
@@ -48,8 +49,6 @@ def compile(target: Any = None, *, fullgraph: bool = False, max_cache_entries: i
                    auto_device=auto_device, dynamic=dynamic)
     if target is None:
         return lambda fn: compile(fn, **options)
-    from ..nn.module import Module  # noqa: PLC0415 - kiln.nn imports kiln.jit
-
     if isinstance(target, Module):
         return JITModule(target, **options)
     if isinstance(target, type) and issubclass(target, Module):
@@ -58,3 +57,6 @@ def compile(target: Any = None, *, fullgraph: bool = False, max_cache_entries: i
     if callable(target) and not isinstance(target, (int, float, str, bytes, Tensor)):
         return JITFunction(target, **options)
     raise TypeError(f"kiln.compile() expects an nn.Module or a callable, got {type(target)}")
+
+
+register_compile(compile)  # Module.compile calls it (kiln.nn cannot import kiln.jit, which imports it)

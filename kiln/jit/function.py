@@ -39,6 +39,7 @@ from .misslog import MissLog, MissReason, warn_once
 from .module_state import ModuleState
 from .passes import PassLog
 from .pytree import flatten, unflatten
+from .read_values import Compiled
 from .step_binding import state_entry
 from .symbolic import SymFloat, SymInt, guards_hold, is_symbolic, resolve_leaf
 from .trace import GraphBreakError, Trace, Tracer, trace
@@ -168,7 +169,7 @@ def _module_of(fn: Any) -> Any:
     return owner if isinstance(owner, Module) else None
 
 
-class JITFunction:
+class JITFunction(Compiled):
     """A compiled callable: traces on a miss, replays the cached plan on a hit.
 
     >>> @kiln.compile

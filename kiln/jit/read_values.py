@@ -248,8 +248,11 @@ def _key(value: Any, modules: list, budget: list, depth: int) -> Any:
     return ("object", ByIdentity(value))
 
 
+class Compiled:
+    """The base class of kiln.compile's callables (`JITFunction`, `JITModule`): the readers here tell them
+    apart by it, as function.py, which defines them, imports the readers."""
+
+
 def is_compiled(value: Any) -> bool:
     """Whether `value` is a kiln.compile'd function or module."""
-    from .function import JITFunction  # noqa: PLC0415 - function.py imports the guards
-
-    return isinstance(value, JITFunction)
+    return isinstance(value, Compiled)

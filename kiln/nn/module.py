@@ -23,6 +23,17 @@ from .state_dict import IncompatibleKeys, load_state_dict_into
 _structure_clock = itertools.count(1)
 
 
+def _compile(module: "Module", **kwargs: Any) -> Any:
+    """`kiln.compile`, put here by `register_compile` when kiln.jit loads (it imports this module)."""
+    raise RuntimeError("Module.compile() needs kiln.jit, which registers kiln.compile when it loads; import kiln")
+
+
+def register_compile(compile_fn: Callable[..., Any]) -> None:
+    """Make `Module.compile` call `compile_fn` (kiln.jit.api does, with kiln.compile)."""
+    global _compile
+    _compile = compile_fn
+
+
 class MutationEpoch:
     """A process-wide counter bumped by any change to any module: attributes, registries,
     hooks or training mode. The JIT re-derives a module's cache-key fields only when it moved."""
@@ -499,9 +510,7 @@ class Module:
 
     def compile(self, **kwargs: Any) -> Any:
         """``kiln.compile(self, **kwargs)``: a JITModule that traces and caches this module."""
-        import kiln  # noqa: PLC0415
-
-        return kiln.compile(self, **kwargs)
+        return _compile(self, **kwargs)
 
     # ---- printing -----------------------------------------------------------------------
     def extra_repr(self) -> str:

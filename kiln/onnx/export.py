@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
+from ..version import __version__
 from .dynamic import verify_dynamic, widen_size_one
 from .trace import check_dynamic_dims, normalize_args, trace_for_export
 
@@ -93,6 +94,4 @@ def _is_function(obj: Callable) -> bool:
 
 
 def _kiln_version() -> str:
-    import kiln  # noqa: PLC0415
-
-    return kiln.__version__
+    return __version__
