@@ -16,6 +16,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .gradient_sum import GradientSum, PendingGradient
+from .trace_state import trace_state
 from .unread_inputs import kept_inputs
 
 if TYPE_CHECKING:
@@ -362,7 +363,6 @@ def _whole_view(data: Any, base: Any) -> bool:
 def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
                  create_graph: bool, inputs: Sequence[Tensor] | None = None) -> list[Tensor | None] | None:
     """Backpropagate `grads` from `roots`. With `inputs`, return their grads instead of accumulating."""
-    from .ops.primitive import trace_state  # noqa: PLC0415 - cycle: primitive imports autograd
     from .tensor import Tensor  # noqa: PLC0415 - cycle: tensor imports autograd
 
     tracer = trace_state.tracer

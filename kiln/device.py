@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import _BY_NAME
+from .trace_state import trace_state
 
 
 class Device:
@@ -222,7 +223,6 @@ def transfer(x: Any, device: Device) -> Any:
     device, so move the inputs before the call.
     """
     from .autograd import Node, _state  # noqa: PLC0415 - kiln.autograd imports kiln.device
-    from .ops.primitive import trace_state  # noqa: PLC0415
     from .tensor import Tensor  # noqa: PLC0415
 
     if trace_state.tracer is not None:

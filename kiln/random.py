@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .ops.primitive import trace_state
+from .trace_state import trace_state
 from .sizes import is_symbolic_number
 
 _KEY_MASK = (1 << 64) - 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ops.primitive import trace_state
+from .trace_state import trace_state
 from .tensor import DataEpoch, Tensor
 
 

@@ -74,7 +74,7 @@ def kept_inputs(prim: Primitive, inputs: tuple, saves: tuple[int, ...]) -> tuple
     kept."""
     global _trace_state, _Tensor
     if _trace_state is None:
-        from .ops.primitive import trace_state as _trace_state  # noqa: PLC0415
+        from .trace_state import trace_state as _trace_state  # noqa: PLC0415
         from .tensor import Tensor as _Tensor  # noqa: PLC0415
     if _trace_state.lazy is not None:
         return inputs

@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..ops.checks import CheckDivisor, CheckIndex, CheckTargets
-from ..ops.primitive import REGISTRY, bind, trace_state
+from ..ops.primitive import REGISTRY, bind
+from ..trace_state import trace_state
 from ..tensor import Literal, Tensor
 from ..sizes import is_int
 

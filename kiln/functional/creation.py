@@ -7,7 +7,8 @@ import numpy as np
 
 from ..device import Device, get_device
 from ..dtypes import check_fits, default_float, get_dtype, scalar_dtype
-from ..ops.primitive import REGISTRY, bind, trace_state
+from ..ops.primitive import REGISTRY, bind
+from ..trace_state import trace_state
 from ..ops.random_ops import normal_count, uniform_count
 from ..random import Generator, default_generator
 from ..sizes import is_int

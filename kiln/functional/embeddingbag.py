@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.primitive import ShapeError, trace_state
+from ..ops.primitive import ShapeError
+from ..trace_state import trace_state
 from ..tensor import Tensor
 from .creation import full, ones, zeros
 from .layers import embedding

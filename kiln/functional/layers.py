@@ -6,7 +6,8 @@ from typing import Any, Sequence
 
 from .. import autograd
 from ..dtypes import DTypeMismatchError
-from ..ops.primitive import REGISTRY, ShapeError, bind, trace_state
+from ..ops.primitive import REGISTRY, ShapeError, bind
+from ..trace_state import trace_state
 from ..ops.window import batch_first
 from ..sizes import is_int
 from ..tensor import Tensor

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.primitive import ShapeError, trace_state
+from ..ops.primitive import ShapeError
+from ..trace_state import trace_state
 from ..tensor import Tensor, tensor
 from .checks import checked_index
 from .creation import arange, full

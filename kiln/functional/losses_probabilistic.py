@@ -4,7 +4,8 @@ from __future__ import annotations
 import math as _math
 import warnings
 
-from ..ops.primitive import ShapeError, trace_state
+from ..ops.primitive import ShapeError
+from ..trace_state import trace_state
 from ..tensor import Tensor
 from .math import _as_tensor, add, clamp, div, eq, exp, gt, log, mul, sub, sum, where
 from .reduction import check_reduction, legacy_reduction, reduce_loss

@@ -34,7 +34,8 @@ import numpy as np
 from .. import autograd
 from ..autograd import Node
 from ..gradient_sum import SliceGradient, slice_of_dim
-from ..ops.primitive import REGISTRY, Primitive, array_vjp, trace_state
+from ..ops.primitive import REGISTRY, Primitive, array_vjp
+from ..trace_state import trace_state
 from ..ops.quiet import quiet
 from ..tensor import Tensor
 

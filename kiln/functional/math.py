@@ -13,7 +13,8 @@ import numpy as np
 
 from ..dtypes import DType, bool_, default_float, get_dtype, promote, promote_with_scalar
 from ..ops.checks import IntegerDivisionByZeroError  # noqa: F401 (kiln.IntegerDivisionByZeroError)
-from ..ops.primitive import REGISTRY, ShapeError, bind, bind_binary, trace_state
+from ..ops.primitive import REGISTRY, ShapeError, bind, bind_binary
+from ..trace_state import trace_state
 from ..tensor import Tensor, literal
 from .checks import checked_divisor
 

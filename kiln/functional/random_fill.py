@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..ops.checks import CheckProbability, ProbabilityError
-from ..ops.primitive import REGISTRY, bind, trace_state
+from ..ops.primitive import REGISTRY, bind
+from ..trace_state import trace_state
 from ..random import Generator
 from ..tensor import Tensor
 from .creation import rand

@@ -5,7 +5,7 @@ import time
 from typing import Any, Callable
 
 from ..device import to_gpu
-from ..ops.primitive import trace_state
+from ..trace_state import trace_state
 from . import debug
 from .function import JITFunction
 from .ir import Graph

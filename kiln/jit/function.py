@@ -21,7 +21,7 @@ from .. import autograd
 from ..allocator import release_free_memory
 from ..device import Device
 from ..dtypes import DType
-from ..ops.primitive import trace_state
+from ..trace_state import trace_state
 from ..tensor import DataEpoch, Tensor
 from . import debug
 from ..device import cuda_is_available, to_gpu

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..ops.primitive import trace_state
+from ..trace_state import trace_state
 from ..sizes import SymbolicNumber
 
 # An expression is a tuple: ("src", i) reads source i, ("num", v) is a constant, (op, a, b)

@@ -15,7 +15,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from ..dtypes import DType
-from ..ops.primitive import AbstractValue, Primitive, trace_state
+from ..ops.primitive import AbstractValue, Primitive
+from ..trace_state import trace_state
 from .symbolic import dim_text
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int32": "i32", "int64": "i64", "bool": "bool"}

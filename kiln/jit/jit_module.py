@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-from ..ops.primitive import trace_state
+from ..trace_state import trace_state
 from .function import JITFunction
 from .guards import Guards
 

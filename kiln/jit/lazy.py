@@ -39,7 +39,8 @@ import numpy as np
 from .. import autograd
 from ..dtypes import from_numpy_dtype
 from ..ops.pending import PendingArray
-from ..ops.primitive import AbstractValue, Primitive, _mark_view, trace_state
+from ..ops.primitive import AbstractValue, Primitive, _mark_view
+from ..trace_state import trace_state
 from .backends.interpret import lower as interpret
 from .ir import Graph, InputSpec, Node, Value, _param_item_key
 from .trace import user_location

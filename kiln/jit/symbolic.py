@@ -35,7 +35,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..ops.primitive import trace_state
+from ..trace_state import trace_state
 from ..sizes import SymbolicNumber, concrete  # noqa: F401 (concrete: re-exported)
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ops.primitive import REGISTRY, AbstractValue, Primitive, trace_state
+from ..ops.primitive import REGISTRY, AbstractValue, Primitive
+from ..trace_state import trace_state
 from ..tensor import Tensor
 from .hyper import HyperScalar
 from .ir import Graph, InputSpec, Node, StateWrite, Value

@@ -13,7 +13,6 @@ all share these definitions.
 """
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -22,6 +21,7 @@ from .. import autograd
 from ..autograd import Node
 from ..device import check_same_device
 from ..dtypes import DType, from_numpy_dtype
+from ..trace_state import trace_state
 from ..unread_inputs import ShapeOnly
 from .quiet import quiet
 
@@ -84,12 +84,6 @@ class Primitive:
         return f"<primitive {self.name}>"
 
 
-class _TraceState(threading.local):
-    tracer: Any = None
-    lazy: Any = None  # a djit call's LazyRecorder (kiln/jit/lazy.py): ops are recorded, not run
-
-
-trace_state = _TraceState()
 
 
 def _kernel_failed(prim: Primitive, inputs: tuple, params: dict, exc: Exception) -> Exception:

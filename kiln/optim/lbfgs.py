@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..autograd import enable_grad
-from ..ops.primitive import trace_state
+from ..trace_state import trace_state
 from ..tensor import Tensor, _to_host
 from .line_search import strong_wolfe
 from .optimizer import Optimizer, ParamsT, StateDict

@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable, Iterator, Union
 import numpy as np
 
 from ..autograd import enable_grad, no_grad
-from ..ops.primitive import ShapeError, trace_state
+from ..ops.primitive import ShapeError
+from ..trace_state import trace_state
 from ..ops.quiet import quiet
 from ..tensor import DataEpoch, Tensor
 from .native_kernel import C_TYPES, compiler_problem

@@ -14,7 +14,7 @@ from typing import Any
 from ..functional.creation import zeros, zeros_like
 from ..functional.math import maximum
 from ..jit.hyper import sqrt
-from ..ops.primitive import trace_state
+from ..trace_state import trace_state
 from ..tensor import Tensor
 
 

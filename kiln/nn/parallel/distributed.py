@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 
 from ...autograd import is_grad_enabled
-from ...ops.primitive import trace_state
+from ...trace_state import trace_state
 from ..module import Module
 from .reducer import Reducer
 

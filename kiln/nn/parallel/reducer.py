@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...autograd import no_grad
-from ...ops.primitive import trace_state
+from ...trace_state import trace_state
 from ...tensor import Tensor
 from ..parameter import Parameter
 from .traced_reduction import TracedReduction
