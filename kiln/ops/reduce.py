@@ -96,6 +96,24 @@ def window_max_grad(g: Any, x: Any, out: Any, axes: tuple) -> Any:
     return grad
 
 
+def _leading_sum_on_gpu(xp: Any, x: Any, axes: tuple, keepdims: bool) -> Any:
+    """A float32/float64 sum over the leading axes of a C-ordered GPU array (a bias or LayerNorm weight
+    gradient) as a product with a row of ones, one cuBLAS call; None for anything else.
+
+    CuPy's own reduction reads such columns slowly: about 380 us a call for the (16384, 768 to 3072)
+    gradients of the GPU check's transformer on an H200, where reading their bytes takes 10-50 us. Not yet
+    measured on a GPU this way. The order of the additions differs from the CPU's, as any GPU sum's does."""
+    rank = x.ndim
+    if rank < 2 or x.dtype.name not in ("float32", "float64") or not x.flags.c_contiguous or x.size == 0:
+        return None
+    lead = len(axes)
+    if not 0 < lead < rank or tuple(sorted(a % rank for a in axes)) != tuple(range(lead)):
+        return None
+    rows = math.prod(x.shape[:lead])
+    summed = xp.matmul(xp.ones((1, rows), x.dtype), x.reshape(rows, -1))
+    return summed.reshape(((1,) * lead if keepdims else ()) + x.shape[lead:])
+
+
 class Sum(Primitive):
     """sum(x, axes=(normalized ints), keepdims)."""
 
@@ -116,6 +134,9 @@ class Sum(Primitive):
         dtype = x.dtype if x.dtype.kind != "b" else None
         if xp is np:  # np.sum's own call, without its Python wrapper
             return xp.add.reduce(x, axis=_array_axes(x, axes), dtype=dtype, keepdims=keepdims)
+        leading = _leading_sum_on_gpu(xp, x, axes, keepdims)
+        if leading is not None:
+            return leading
         return xp.sum(x, axis=_array_axes(x, axes), keepdims=keepdims, dtype=dtype)
 
     def vjp(self, g, inputs, node, *, axes, keepdims):

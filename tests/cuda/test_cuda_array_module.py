@@ -77,3 +77,38 @@ def test_full_hands_a_traced_hyperparameter_to_the_array_module_as_its_value() -
     lr = HyperScalar(0.25, ("hyper", "lr"))
     out = Full().kernel(_StrictFull, shape=(2,), value=lr, dtype="float32", device=None)
     assert out.tolist() == [0.25, 0.25]
+
+
+class _OtherArrays:
+    """Stands in for CuPy: NumPy's functions under another module object, counting matmul calls."""
+
+    def __init__(self):
+        import numpy as np  # noqa: PLC0415
+
+        self._np, self.matmuls = np, 0
+
+    def matmul(self, a, b):
+        self.matmuls += 1
+        return self._np.matmul(a, b)
+
+    def __getattr__(self, name):
+        return getattr(self._np, name)
+
+
+def test_a_gpu_sum_over_leading_axes_is_one_product_with_ones() -> None:
+    import numpy as np  # noqa: PLC0415
+
+    from kiln.ops.reduce import Sum  # noqa: PLC0415
+
+    x = np.random.default_rng(0).standard_normal((4, 6, 5)).astype(np.float32)
+    for axes, keepdims in (((0,), False), ((0, 1), False), ((0, 1), True)):
+        xp = _OtherArrays()
+        got = Sum().kernel(xp, x, axes=axes, keepdims=keepdims)
+        want = x.sum(axis=axes, keepdims=keepdims)
+        assert xp.matmuls == 1 and got.shape == want.shape, (axes, keepdims)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
+    for axes, x_case in (((1,), x), ((0, 2), x), ((0,), x.astype(np.int64)), ((0,), x.transpose(1, 0, 2))):
+        xp = _OtherArrays()
+        got = Sum().kernel(xp, x_case, axes=axes, keepdims=False)
+        assert xp.matmuls == 0, axes  # not leading axes of a C-ordered float array: the array module's own sum
+        np.testing.assert_allclose(got, x_case.sum(axis=axes), rtol=1e-6, atol=1e-5)
