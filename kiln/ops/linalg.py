@@ -75,8 +75,9 @@ def transposed_product(a_shape: tuple, a_strides: tuple, b_shape: tuple, b_strid
 
 def _matrix_product(xp, a, b):
     """``a @ b`` for two matrices, as `transposed_product` says (NumPy arrays only)."""
-    if isinstance(a, np.ndarray) and transposed_product(a.shape, _element_strides(a), b.shape, _element_strides(b),
-                                                        a.dtype.name):
+    candidate = (TRANSPOSED_MIN_ROWS <= a.shape[0] <= TRANSPOSED_MAX_ROWS and b.size >= TRANSPOSED_MIN_WEIGHTS
+                 and a.dtype == np.float32 and isinstance(a, np.ndarray))  # cheap tests: most products stop here
+    if candidate and transposed_product(a.shape, _element_strides(a), b.shape, _element_strides(b), "float32"):
         same_memory = a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
         if not (same_memory and a.shape[0] == b.shape[1] and a.strides[0] == b.strides[1]):  # else NumPy's syrk
             out = xp.empty((a.shape[0], b.shape[1]), a.dtype)
