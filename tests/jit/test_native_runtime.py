@@ -754,3 +754,13 @@ def test_strided_groups_are_not_run_block_by_block():
     (entry,) = compiled.cache_entries
     plan = _plans(entry)[0]
     assert plan.fallback_calls == 0 and "(unsigned)j" in plan.source
+
+
+def test_the_address_reader_gives_numpys_data_address(monkeypatch):
+    base = np.arange(60, dtype=np.float32).reshape(6, 10)
+    arrays = [base, base[2:], base[:, 3:], base.T, np.empty(0, np.float64), np.float32(1.5) * np.ones(1)]
+    read = objects.address_reader()
+    assert [read(a) for a in arrays] == [a.ctypes.data for a in arrays]
+    monkeypatch.setattr(objects, "object_layout", lambda: None)  # an unknown layout: NumPy's own answer
+    fallback = objects.address_reader()
+    assert fallback is not read and [fallback(a) for a in arrays] == [a.ctypes.data for a in arrays]

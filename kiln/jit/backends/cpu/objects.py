@@ -16,6 +16,7 @@ import ctypes
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -101,6 +102,24 @@ def _verify(layout: ObjectLayout) -> str | None:
 def object_layout() -> ObjectLayout | None:
     """The verified offsets for this process, or None (see `layout_problem`)."""
     return _probe()[0]
+
+
+def address_reader() -> Callable[[np.ndarray], int]:
+    """A function giving an ndarray's data address. Where the layout is verified it reads the array's
+    data field at its offset, about 0.25 us against about 1.9 for ``a.ctypes.data`` (Zen 4), which is
+    what it falls back to elsewhere. Only for exact ndarrays the caller holds while it uses the address."""
+    layout = object_layout()
+    if layout is None:
+        return _numpy_address
+    read, offset = ctypes.c_void_p.from_address, layout.array_data
+
+    def address(a: np.ndarray) -> int:
+        return read(id(a) + offset).value or 0
+    return address
+
+
+def _numpy_address(a: np.ndarray) -> int:
+    return a.ctypes.data
 
 
 def layout_problem() -> str | None:
