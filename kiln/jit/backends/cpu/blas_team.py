@@ -35,7 +35,9 @@ ENV = "KILN_SHARED_BLAS_TEAM"
 _CALLBACK = "openblas_set_threads_callback_function"
 
 _lock = threading.RLock()
-_state: dict = {}  # "shared": bool once decided; "lib", "set": the callback library and OpenBLAS's setter
+# "shared": bool once decided; "deciding": set while the deciding thread builds the callback library;
+# "lib", "set": the callback library and OpenBLAS's setter
+_state: dict = {}
 
 
 def _setter():
@@ -99,11 +101,18 @@ def share() -> bool:
     it does. Decided once per process (a forked child goes back to OpenBLAS's own threads)."""
     if "shared" in _state:
         return bool(_state["shared"])
-    with _lock:
-        if "shared" not in _state:
-            _state["shared"] = False  # while deciding: a library built on the way does not ask again
-            _state["shared"] = _decide()
-        return bool(_state["shared"])
+    with _lock:  # another thread (the backward lowered beside the forward) waits for the decision
+        if "shared" in _state:
+            return bool(_state["shared"])
+        if _state.get("deciding"):
+            return False  # the deciding thread itself, building the callback library: that one runs serially
+        _state["deciding"] = True
+        try:
+            decided = _decide()
+        finally:
+            del _state["deciding"]
+        _state["shared"] = decided
+        return decided
 
 
 def shared() -> bool:
