@@ -2,7 +2,7 @@
 
 render/c_contraction.py picks its vector width and register tile per target with the C
 preprocessor: 512-bit vectors and 6x4 tiles with AVX-512, 256-bit and 6x2 with AVX2, 128-bit and
-6x4 on aarch64, 128-bit and 4x2 elsewhere. Each output element is still one sequence of fused
+4x4 on aarch64, 128-bit and 4x2 elsewhere. Each output element is still one sequence of fused
 multiply-adds from zero over k in order, so every FMA build must agree bit for bit; the build
 without FMA (plain x86-64) rounds each product and sum apart, and must stay within float32
 rounding of the float64 sum.
