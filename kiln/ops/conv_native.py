@@ -8,7 +8,7 @@ image[n, c, y*sh + i*dh, x*sw + j*dw] * weight[o, c, i, j]`` with the kernel IR'
   the padding is zero and the image is contiguous);
 * mo: one offset per output position (n, y, x), into that padded image;
 * ko: one offset per window term (c, i, j), relative to its position;
-* b: the weight as a (C*kh*kw, O) matrix, O padded to a whole number of vectors;
+* b: the weight as a (C*kh*kw, O) matrix, in panels of one register tile's columns (`packed_operand`);
 * om: each output position's place in the (N, O, OH, OW) result, whose channels lie OH*OW apart.
 
 So there is no im2col buffer, and the result comes out C-ordered as PyTorch lays it out, with
@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 FUNCTIONS = {np.dtype(np.float32): "kiln_contract_f32", np.dtype(np.float64): "kiln_contract_f64"}
-LANES = 16  # b's rows are padded to a multiple of this many elements: the widest vector of any target
 MIN_PER_THREAD = 4  # work (rows x columns x terms) per row is given to the team threshold divided by this
 
 _lock = threading.Lock()
@@ -49,9 +48,9 @@ def contractions() -> list:
 
 
 def _function(name: str) -> Any:
-    """The C function `name` of its dtype's library (``kiln_contract_f32`` and its ``_pack`` and ``_pad``): each
-    dtype's library is built the first time one of its functions is asked for, so float32 work never waits for
-    the float64 half (each half costs the C compiler several seconds)."""
+    """The C function `name` of its dtype's library (``kiln_contract_f32`` and its ``_pack``, ``_pad`` and
+    ``_panel``): each dtype's library is built the first time one of its functions is asked for, so float32 work
+    never waits for the float64 half (each half costs the C compiler several seconds)."""
     fn = _functions.get(name)
     if fn is not None:
         return fn
@@ -78,9 +77,13 @@ def _function(name: str) -> Any:
             pad = getattr(lib, f"{symbol}_pad")
             pad.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 6
             pad.restype = None
+            panel = getattr(lib, f"{symbol}_panel")
+            panel.argtypes = []
+            panel.restype = ctypes.c_longlong
             _functions[f"{symbol}_pack"] = pack
             _functions[f"{symbol}_pad"] = pad
-            _functions[symbol] = f  # last: a reader that finds it finds the other two
+            _functions[f"{symbol}_panel"] = panel
+            _functions[symbol] = f  # last: a reader that finds it finds the others
         return _functions.get(name)
 
 
@@ -91,15 +94,15 @@ def available() -> bool:
 
 def contract(a: np.ndarray, mo: np.ndarray, ko: np.ndarray, b: np.ndarray, n: int, out: np.ndarray,
              om: np.ndarray, ldn: int) -> bool:
-    """``out.flat[om[m] + j * ldn] = sum over k of a.flat[mo[m] + ko[k]] * b[k, j]`` for j < n, in C; False
-    (nothing done) when the library is unavailable. `b` must be C-ordered with rows of a multiple of
-    LANES elements, `a` and `out` C-contiguous; the offsets must stay inside them (unchecked)."""
+    """``out.flat[om[m] + j * ldn] = sum over k of a.flat[mo[m] + ko[k]] * b(k, j)`` for j < n, in C; False
+    (nothing done) when the library is unavailable. `b` must come from `packed_operand`, `a` and `out`
+    C-contiguous; the offsets must stay inside them (unchecked)."""
     fn = _function(FUNCTIONS[a.dtype])
     if fn is None:
         return False
     m, k = len(mo), len(ko)
     fn(m, max(1, n * k // MIN_PER_THREAD), a.ctypes.data, mo.ctypes.data, ko.ctypes.data, b.ctypes.data,
-       out.ctypes.data, om.ctypes.data, n, k, b.shape[1], ldn)
+       out.ctypes.data, om.ctypes.data, n, k, b.shape[2], ldn)
     return True
 
 
@@ -123,19 +126,24 @@ def conv_offsets(n: int, c: int, hp: int, wp: int, o: int, kernel: tuple, stride
 
 
 def packed_operand(matrix: np.ndarray) -> np.ndarray:
-    """An (n, k) matrix transposed into the contraction's operand b: (k, n rounded up to LANES), C-ordered,
-    64-byte aligned, the padding columns zero; a (batch, n, k) stack gives (batch * k, ...), each matrix's
-    rows after the previous one's. Call only where `available()`."""
+    """An (n, k) matrix transposed into the contraction's operand b: (panels, k, P), C-ordered, 64-byte aligned,
+    where panel p holds columns [p*P, (p+1)*P) of the transposed (k, n) matrix, P being one register tile's
+    columns on this CPU (the library's ``_panel()``), and the columns past n are zero. A (batch, n, k) stack
+    gives (panels, batch * k, P), each matrix's rows after the previous one's in every panel. Call only where
+    `available()`."""
     stack = np.ascontiguousarray(matrix if matrix.ndim == 3 else matrix[None])
     batch, n, k = stack.shape
-    width = -(-n // LANES) * LANES
-    raw = np.empty(batch * k * width + 64 // stack.itemsize, stack.dtype)
+    symbol = FUNCTIONS[stack.dtype]
+    width = _function(f"{symbol}_panel")()
+    panels = -(-n // width)
+    raw = np.empty(panels * batch * k * width + 64 // stack.itemsize, stack.dtype)
     start = (-raw.ctypes.data % 64) // stack.itemsize
-    b = raw[start:start + batch * k * width].reshape(batch * k, width)
-    b[:, n:] = 0
-    pack = _function(f"{FUNCTIONS[stack.dtype]}_pack")
+    b = raw[start:start + panels * batch * k * width].reshape(panels, batch * k, width)
+    if n % width:
+        b[-1] = 0
+    pack = _function(f"{symbol}_pack")
     for i in range(batch):
-        pack(n, k, stack[i].ctypes.data, b[i * k:].ctypes.data, width)
+        pack(n, k, stack[i].ctypes.data, b[:, i * k:].ctypes.data, batch * k * width)
     return b
 
 

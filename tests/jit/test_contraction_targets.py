@@ -28,18 +28,15 @@ from kiln.ops import conv_native
 
 N, C, H, W, O, KH, KW = 3, 5, 9, 7, 37, 3, 3  # padding 1, stride 1: the output is (3, 37, 9, 7)
 HP, WP = H + 2, W + 2
-LANES = conv_native.LANES
-WIDTH = -(-O // LANES) * LANES
 CLANG = Target("clang x86-64-v3 (AVX2)", "clang", "clang", "x86-64-v3", cpu_flags=X86_V3_FLAGS)
 
 
 def _inputs() -> tuple[np.ndarray, np.ndarray]:
+    """The padded image and the weight as an (O, C*KH*KW) matrix (each target's own pack lays it out)."""
     rng = np.random.default_rng(7)
     image = np.zeros((N, C, HP, WP), np.float32)
     image[:, :, 1:-1, 1:-1] = rng.standard_normal((N, C, H, W)) * np.exp(rng.uniform(-8, 8, (N, C, H, W)))
-    packed = np.zeros((C * KH * KW, WIDTH), np.float32)
-    packed[:, :O] = rng.standard_normal((C * KH * KW, O))
-    return image, packed
+    return image, rng.standard_normal((O, C * KH * KW)).astype(np.float32)
 
 
 def _harness() -> str:
@@ -50,16 +47,21 @@ def _harness() -> str:
 void kiln_contract_f32(long long outer, long long inner, const float *a, const long long *mo, const long long *ko,
                        const float *b, float *out, const long long *om, long long n, long long k, long long ldb,
                        long long ldn);
+void kiln_contract_f32_pack(long long outer, long long inner, const float *src, float *b, long long ldp);
+long long kiln_contract_f32_panel(void);
 {table("mo", mo)}
 {table("ko", ko)}
 {table("om", om)}
 int main(int argc, char **argv) {{
-    const long long na = {N * C * HP * WP}, nb = {C * KH * KW * WIDTH}, no = {N * O * H * W};
-    float *a = malloc(4 * na), *b = malloc(4 * nb), *out = malloc(4 * no);
+    const long long na = {N * C * HP * WP}, nw = {O * C * KH * KW}, no = {N * O * H * W}, k = {len(ko)};
+    const long long panel = kiln_contract_f32_panel(), panels = ({O} + panel - 1) / panel;
+    float *a = malloc(4 * na), *w = malloc(4 * nw), *b = calloc(panels * k * panel, 4), *out = malloc(4 * no);
     FILE *f = argc == 3 ? fopen(argv[1], "rb") : NULL;
-    if (!a || !b || !out || !f || fread(a, 4, na, f) != (size_t)na || fread(b, 4, nb, f) != (size_t)nb) return 2;
+    if (!a || !w || !b || !out || !f || fread(a, 4, na, f) != (size_t)na || fread(w, 4, nw, f) != (size_t)nw)
+        return 2;
     fclose(f);
-    kiln_contract_f32({len(mo)}, 1, a, mo, ko, b, out, om, {O}, {len(ko)}, {WIDTH}, {H * W});
+    kiln_contract_f32_pack({O}, k, w, b, k * panel);
+    kiln_contract_f32({len(mo)}, 1, a, mo, ko, b, out, om, {O}, k, panel, {H * W});
     f = fopen(argv[2], "wb");
     if (!f || fwrite(out, 4, no, f) != (size_t)no) return 3;
     return fclose(f) != 0;
@@ -72,8 +74,8 @@ def folder(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("contraction_targets")
     (path / "contraction.c").write_text(render_contraction([Contraction("kiln_contract_f32", "float32")]))
     (path / "main.c").write_text(_harness())
-    image, packed = _inputs()
-    np.concatenate([image.ravel(), packed.ravel()]).tofile(path / "inputs.bin")
+    image, weight = _inputs()
+    np.concatenate([image.ravel(), weight.ravel()]).tofile(path / "inputs.bin")
     return path
 
 
@@ -93,9 +95,9 @@ def _run(folder: Path, target: Target) -> np.ndarray:
 
 
 def _float64_sum() -> np.ndarray:
-    image, packed = _inputs()
+    image, weight = _inputs()
     windows = np.lib.stride_tricks.sliding_window_view(image.astype(np.float64), (KH, KW), axis=(2, 3))
-    return np.einsum("nchwij,cijo->nohw", windows, packed[:, :O].astype(np.float64).reshape(C, KH, KW, O))
+    return np.einsum("nchwij,ocij->nohw", windows, weight.astype(np.float64).reshape(O, C, KH, KW))
 
 
 @pytest.mark.parametrize("target", [*FUSED[1:], CLANG], ids=lambda t: t.name)

@@ -266,15 +266,17 @@ CONTRACTION_DTYPES = ("float32", "float64")
 
 @dataclass(frozen=True)
 class Contraction:
-    """``out[om[m] + n * ldn] = sum over k in [0, K) of a[mo[m] + ko[k]] * b[k * ldb + n]``, for m in
+    """``out[om[m] + n * ldn] = sum over k in [0, K) of a[mo[m] + ko[k]] * b(k, n)``, for m in
     [0, M) and n in [0, N).
 
     * ``a`` is read through two offset tables: ``mo`` (M int64 offsets, one per output row) and
       ``ko`` (K offsets, one per term). A convolution's row m is an output position and its term k
       a (channel, kernel row, kernel column) of the window, both offsets into the padded image, so
       the windows are never copied out (no im2col).
-    * ``b`` is a (K, ldb) row-major matrix whose rows may be read up to the next multiple of the
-      target's vector width past N (the lanes past N are computed and dropped).
+    * ``b`` is a (K, N) matrix laid out in panels of P = ldb columns, each K rows long,
+      ``b(k, n) = b[(n / P) * K * P + k * P + n % P]``, where P is the renderer's choice for the target (one
+      register tile's columns, which the library reports); the last panel's lanes past N are read, computed
+      and dropped.
     * ``out`` is written through ``om`` (one offset per row) and the column stride ``ldn``: a
       convolution's position m and channel n land at their (N, O, OH, OW) place (ldn = OH*OW); a
       row-major matrix has om[m] = m * N and ldn = 1 (whole vectors stored at once).
@@ -297,12 +299,13 @@ class Contraction:
     def text(self) -> str:
         """The contraction as readable text."""
         return "\n".join([f"contraction {self.name} ({self.dtype})",
-                          f"  a: {self.dtype}[*], mo: int64[M], ko: int64[K], b: {self.dtype}[K, ldb], om: int64[M]",
+                          f"  a: {self.dtype}[*], mo: int64[M], ko: int64[K], b: {self.dtype}[panels, K, P], "
+                          "om: int64[M]",
                           f"  out: {self.dtype}[*] (written)",
                           "  for m in [0, M) parallel:",
                           "    for n in [0, N) vector:",
                           "      out[om[m] + n * ldn] = sum[sequential, fma] over k in [0, K) of "
-                          "a[mo[m] + ko[k]] * b[k * ldb + n]"])
+                          "a[mo[m] + ko[k]] * b[n / P, k, n % P]"])
 
     def __str__(self) -> str:
         return self.text()
