@@ -83,9 +83,12 @@ def test_sine_lbfgs_trains_like_torch():
                                                                     data[:3, 1:])]
     klosses = ex.train(kseq, *k_args, steps=3, future=4)
     tlosses = _torch_lbfgs(tseq, *t_args, steps=3, future=4)
-    np.testing.assert_allclose(klosses, tlosses, rtol=1e-9, atol=1e-12)
+    # float64 products in NumPy's OpenBLAS and torch's BLAS round differently on some CPUs, and L-BFGS's line
+    # search carries the differences on: an AVX2 Zen 3 measured 3.5e-9 relative on the last test loss and
+    # 9e-10 on a weight of about 0.004 (the weights are of order 0.3)
+    np.testing.assert_allclose(klosses, tlosses, rtol=1e-7, atol=1e-12)
     for name, value in kseq.state_dict().items():
-        np.testing.assert_allclose(value.numpy(), tseq.state_dict()[name].numpy(), rtol=1e-7, atol=1e-10)
+        np.testing.assert_allclose(value.numpy(), tseq.state_dict()[name].numpy(), rtol=1e-7, atol=1e-8)
 
 
 def test_sine_lbfgs_runs_as_a_script():
