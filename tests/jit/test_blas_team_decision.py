@@ -64,10 +64,9 @@ def test_a_failed_decision_is_not_half_made(monkeypatch):
 
 
 STEP = r"""
-import json, sys
+import hashlib, json
 import numpy as np
 import kiln
-from kiln.jit.backends.cpu import toolchain
 from kiln.models import mlp
 kiln.manual_seed(0)
 model = mlp(784, (256, 256), 10)  # GEMMs large enough for OpenBLAS to thread (segcode.blas_may_thread)
@@ -78,7 +77,6 @@ run = kiln.compile(model, backend="cpu")
 opt.zero_grad()
 kiln.functional.cross_entropy(run(x), y).backward()
 opt.step()
-import hashlib
 print(json.dumps(sorted(hashlib.sha256(s.encode()).hexdigest() for s in SOURCES)))
 """
 
