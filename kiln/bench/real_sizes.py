@@ -21,7 +21,9 @@ First calls: the first call, and the first three together (kiln's compiled steps
 steady speed only after a few calls), of each compiled column, before its warmup. kiln's and
 torch's kernel caches point at new temporary folders for the run (KILN_CACHE_DIR,
 TORCHINDUCTOR_CACHE_DIR; ``--warm-caches`` keeps the usual ones), so the first workload compiles
-cold; a later one may reuse kernels an earlier one compiled.
+cold; a later one may reuse kernels an earlier one compiled. The warm first call of kiln's compiled
+columns is the first step of the peak-memory process below: a new process whose kernel cache the
+timed run filled.
 
 Peak memory: in a fresh process per library and column, two peaks of RSS above the RSS just
 before the first step: over its first 3 steps (4 for the compiled columns, compiling included:
@@ -64,6 +66,7 @@ FIRST_CALLS = 3
 MEMORY_COLUMNS = ("kiln eager", "kiln.compile", "kiln whole step", "torch eager")
 MEMORY_STEPS = {"kiln eager": 3, "kiln.compile": 4, "kiln whole step": 4, "torch eager": 3}
 STEADY_STEPS = 2  # after MEMORY_STEPS: the steady step's peak
+WARM_FIRST = ("kiln.compile", "kiln whole step")  # their first call in the memory process: a new process, warm caches
 
 
 def _time_column(lib: ModuleType, setup: M.Setup, column: str, args: argparse.Namespace) -> dict[str, Timing]:
@@ -105,9 +108,10 @@ def _time(workloads: list, sizes: dict, columns: tuple, torch: ModuleType | None
 
 
 def measure_peak(lib_name: str, workload_name: str, size: str, column: str, threads: str = "0") -> str:
-    """In this (fresh) process: "FIRST STEADY", the peak RSS growth in bytes over the first MEMORY_STEPS
+    """In this (fresh) process: "FIRST STEADY SECONDS", the peak RSS growth in bytes over the first MEMORY_STEPS
     steps of `column` and over the STEADY_STEPS after them, both above the RSS before the first (STEADY
-    is -1 where the high-water mark cannot be reset: no /proc)."""
+    is -1 where the high-water mark cannot be reset: no /proc), and the seconds its first step took (for a
+    compiled column, its first call in a new process with the kernel cache the timed run filled)."""
     import importlib  # noqa: PLC0415
     import resource  # noqa: PLC0415 - POSIX only
 
@@ -117,21 +121,23 @@ def measure_peak(lib_name: str, workload_name: str, size: str, column: str, thre
     workload = next(w for w in M.WORKLOADS if w.name == workload_name)
     call = M.make_call(lib, M.build(lib, workload, M.SMALL if size == "small" else M.FULL), column)
     if call is None:
-        return "-1 -1"
+        return "-1 -1 -1"
     gc.collect()
     before, maxrss_before = _status_kib("VmRSS"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    peaks = []
+    peaks, first_call = [], -1.0
     for steps in (MEMORY_STEPS[column], STEADY_STEPS):
         with contextlib.suppress(OSError):
             Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark to the current RSS
         for _ in range(steps):
+            start = time.perf_counter()
             call()
+            first_call = time.perf_counter() - start if first_call < 0 else first_call
         peak = _status_kib("VmHWM")
         if before is None or peak is None:  # no /proc: how much ru_maxrss grew (bytes on macOS, else KiB)
             grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - maxrss_before
-            return f"{max(0, grown) * (1 if sys.platform == 'darwin' else 1024)} -1"
+            return f"{max(0, grown) * (1 if sys.platform == 'darwin' else 1024)} -1 {first_call}"
         peaks.append(max(0, peak - before) * 1024)
-    return f"{peaks[0]} {peaks[1]}"
+    return f"{peaks[0]} {peaks[1]} {first_call}"
 
 
 def _status_kib(field: str) -> int | None:
@@ -143,13 +149,13 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def _peaks(workloads: list, size: str, threads: int, torch: bool) -> dict[str, dict[str, tuple[int, int]]]:
+def _peaks(workloads: list, size: str, threads: int, torch: bool) -> dict[str, dict[str, tuple[int, int, float]]]:
     """{workload: {column: (peak RSS growth in bytes over the first steps, over the steady steps (-1:
-    unknown))}}, each measured in a fresh process."""
+    unknown), seconds of the first step)}}, each measured in a fresh process."""
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     script = "import sys; from kiln.bench.real_sizes import measure_peak; print(measure_peak(*sys.argv[1:]))"
-    out: dict[str, dict[str, tuple[int, int]]] = {}
+    out: dict[str, dict[str, tuple[int, int, float]]] = {}
     for workload in workloads:
         out[workload.name] = {}
         for column in MEMORY_COLUMNS:
@@ -160,9 +166,9 @@ def _peaks(workloads: list, size: str, threads: int, torch: bool) -> dict[str, d
             proc = subprocess.run([sys.executable, "-c", script, lib, workload.name, size, column, str(threads)],
                                   capture_output=True, text=True, env={**env, **tuning}, timeout=1800)
             if proc.returncode == 0:
-                first, steady = (int(n) for n in proc.stdout.strip().splitlines()[-1].split())
-                if first >= 0:
-                    out[workload.name][column] = (first, steady)
+                first, steady, seconds = proc.stdout.strip().splitlines()[-1].split()
+                if int(first) >= 0:
+                    out[workload.name][column] = (int(first), int(steady), float(seconds))
             else:
                 print(f"note: {workload.name}: peak memory of {column} failed: {proc.stderr.strip()[-300:]}")
     return out
@@ -215,7 +221,8 @@ def _report(workloads: list, sizes: dict, timings: dict, peaks: dict) -> tuple[T
     speed = Table(["workload", *[f"{c} ms" for c in TORCH_COLUMNS + KILN_COLUMNS], "kiln best / torch best",
                    "compile speedup"])
     firsts = [f"{c} 1st" for c in COMPILED] + [f"{c} 1st {FIRST_CALLS}" for c in COMPILED]
-    other = Table(["workload", *[f"{c} s" for c in firsts], *[f"peak MB {c}" for c in MEMORY_COLUMNS],
+    other = Table(["workload", *[f"{c} s" for c in firsts], *[f"{c} warm 1st s" for c in WARM_FIRST],
+                   *[f"peak MB {c}" for c in MEMORY_COLUMNS],
                    *[f"first-steps peak MB {c}" for c in MEMORY_COLUMNS]])
     results = {}
     for w in workloads:
@@ -228,14 +235,16 @@ def _report(workloads: list, sizes: dict, timings: dict, peaks: dict) -> tuple[T
         speed.add_row([label, *[fmt_timing(t.get(c), 1e-3) for c in TORCH_COLUMNS + KILN_COLUMNS], fmt_ratio(ratio),
                        fmt_ratio(speedup)])
         other.add_row([label, *[fmt(t[c].median) if c in t else "-" for c in firsts],
+                       *[fmt(peak[c][2]) if c in peak else "-" for c in WARM_FIRST],
                        *[fmt(peak[c][1] / 2**20) if c in peak and peak[c][1] >= 0 else "-" for c in MEMORY_COLUMNS],
                        *[fmt(peak[c][0] / 2**20) if c in peak else "-" for c in MEMORY_COLUMNS]])
         ms = {c: t[c].as_dict(1e-3) for c in TORCH_COLUMNS + KILN_COLUMNS if c in t}
         results[w.name] = {"label": label, "ms": ms,
                            "first_calls_s": {c: t[c].median for c in firsts if c in t},
+                           "warm_first_call_s": {c: peak[c][2] for c in WARM_FIRST if c in peak},
                            "kiln_best_over_torch_best": ratio, "kiln_eager_over_compiled": speedup,
                            "peak_rss_growth_bytes": {c: {"first_steps": first, "steady_step": steady}
-                                                     for c, (first, steady) in peak.items()}}
+                                                     for c, (first, steady, _) in peak.items()}}
     return speed, other, results
 
 
@@ -275,9 +284,9 @@ def run(args: argparse.Namespace) -> int:
     if any(is_noisy(v) for t in timings.values() for v in t.values()):
         print(NOISY_NOTE)
     caches = "the usual kernel caches" if args.warm_caches else "kernel caches fresh at the start of the run"
-    print(f"first calls of the compiled columns (s, {caches}); peak RSS growth in MB (each column in a fresh "
-          f"process, above its RSS before the first step) over a steady step, and over the first steps "
-          "(compiling included)")
+    print(f"first calls of the compiled columns (s, {caches}; warm: the first call in a new process, with the "
+          f"kernel cache the run filled); peak RSS growth in MB (each column in a fresh process, above its RSS "
+          f"before the first step) over a steady step, and over the first steps (compiling included)")
     print(other.render())
     if args.json:
         write_json(args.json, {"workload": NAME, "size": size, "results": results})

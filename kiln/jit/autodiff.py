@@ -2,13 +2,16 @@
 
 The backward graph is built by *tracing the primitives' VJP rules*: we walk the
 forward graph in reverse and call each VJP on the real tensors seen at trace time
-while a `BackwardTracer` records. Forward values the VJPs read become "residual"
+while a `BackwardTracer` records; the ops the VJPs call are recorded from shapes alone,
+not computed (abstract_backward.py). Forward values the VJPs read become "residual"
 inputs of the backward graph (and extra outputs of the forward graph); output
 cotangents become "cotangent" inputs. Eager backward and compiled backward thus
 share one definition of every gradient.
 """
 from __future__ import annotations
 
+import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +19,12 @@ from .. import autograd
 from ..gradient_sum import GradientSum
 from ..tensor import Tensor
 from ..unread_inputs import ShapeOnly
+from .abstract_backward import shapes_only
 from .ir import Graph, InputSpec, Value
 from .symbolic import concrete
 from .trace import Tracer
+
+_log = logging.getLogger("kiln.jit")
 
 
 class _NodeShim:
@@ -101,12 +107,23 @@ def _real_or_stand_in(real: dict[int, Tensor], v: Value, node: Any, index: int, 
 
 
 def differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool) -> Differentiated:
-    """Split a traced training graph into forward (with residuals) and backward graphs."""
+    """Split a traced training graph into forward (with residuals) and backward graphs.
+
+    The VJPs are traced from shapes alone (abstract_backward.py), computing nothing; where one needs
+    values, they are traced again on the tensors the trace saw, computing a backward pass."""
+    try:
+        return _differentiate(graph, real, symbolic, shapes_alone=True)
+    except Exception as exc:  # noqa: BLE001 - traced again with values, which raises any real error
+        _log.debug("kiln: the backward graph is traced with values: %s", exc)
+    return _differentiate(graph, real, symbolic, shapes_alone=False)
+
+
+def _differentiate(graph: Graph, real: dict[int, Tensor], symbolic: bool, shapes_alone: bool) -> Differentiated:
     needs = graph.requires_grad
     bt = BackwardTracer(symbolic)
     grads: dict[int, GradientSum] = {}  # value id -> the gradients flowing into it so far
     cot_outputs: list[int] = []
-    with bt, autograd.no_grad():
+    with bt, autograd.no_grad(), (shapes_only(bt) if shapes_alone else nullcontext()):
         for i, v in enumerate(graph.outputs):
             if v.id not in needs or not real[v.id].dtype.is_floating_point:
                 continue

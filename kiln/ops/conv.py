@@ -71,6 +71,7 @@ class Conv2d(Primitive):
     """(N, C, H, W) image, (O, C, kh, kw) weight -> (N, O, OH, OW), zero padding."""
 
     name = "conv2d"
+    result_layout = "c"
     saves_inputs = (0, 1)
 
     def abstract(self, x, w, *, stride, padding, dilation):
@@ -102,6 +103,7 @@ class Conv2dWeightGrad(Primitive):
     """(N, C, H, W) image, (N, O, OH, OW) output gradient -> the (O, C, kh, kw) weight gradient."""
 
     name = "conv2d_weight_grad"
+    result_layout = "c"
     saves_inputs = (0, 1)
 
     def abstract(self, x, g, *, kernel, stride, padding, dilation):
@@ -131,6 +133,7 @@ class Conv2dInputGrad(Primitive):
     """(N, O, OH, OW) output gradient, (O, C, kh, kw) weight -> the (N, C, H, W) image gradient."""
 
     name = "conv2d_input_grad"
+    result_layout = "c"
     saves_inputs = (0, 1)
 
     def abstract(self, g, w, *, size, stride, padding, dilation):

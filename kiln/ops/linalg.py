@@ -14,6 +14,7 @@ class Matmul(Primitive):
     """a @ b for a, b with ndim >= 2; batch dims broadcast (the frontend handles 1-D)."""
 
     name = "matmul"
+    result_layout = "c"
     saves_inputs = (0, 1)
 
     def abstract(self, a, b):
@@ -168,6 +169,7 @@ class Einsum(Primitive):
     """Two-operand einsum with an explicit output, e.g. 'bij,bjk->bik'."""
 
     name = "einsum"
+    result_layout = "kernel"  # NumPy's einsum may hand back a transposed result
     saves_inputs = (0, 1)
 
     def abstract(self, a, b, *, spec):

@@ -56,6 +56,9 @@ class Primitive:
     is_view: bool = False  # the output may share memory with input 0
     is_random: bool = False  # consumes random numbers (kiln.random)
     is_check: bool = False  # a runtime check (kiln/ops/checks.py): raises on bad data; passes keep it
+    result_layout: str = "inputs"  # how the kernel lays its result out: "inputs", in C order where the inputs
+    # step through memory in C order (NumPy's ufuncs and reductions); "c", always in C order; "kernel", only running
+    # it tells (a backward traced from shapes alone, kiln/jit/abstract_backward.py, runs it otherwise)
     c_expr: str | None = None  # C template of an elementwise op unknown to the renderer's table ({0}, {1}, ...)
 
     def saved_inputs(self, inputs: tuple) -> tuple[int, ...]:

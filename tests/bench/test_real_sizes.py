@@ -79,4 +79,4 @@ def test_peak_memory_is_measured_in_fresh_processes():
     gpt = next(w for w in models.WORKLOADS if w.name == "gpt-train")
     peaks = real_sizes._peaks([gpt], "small", 1, torch=HAS_TORCH)["gpt-train"]
     assert set(peaks) == {c for c in real_sizes.MEMORY_COLUMNS if HAS_TORCH or not c.startswith("torch")}
-    assert all(first > 0 and steady > 0 for first, steady in peaks.values()), peaks
+    assert all(first > 0 and steady > 0 and seconds > 0 for first, steady, seconds in peaks.values()), peaks
