@@ -306,6 +306,27 @@ def test_source_has_one_function_per_segment():
     assert plan.driver.count("rc = seg") == 2
 
 
+def test_kernels_that_read_alike_are_rendered_once():
+    """Repeated blocks (sizes are arguments) share their kernels' C; each kernel still computes its own node."""
+    def block(x, w, b):
+        return ((x @ w) * b + 1.0).relu() * 0.5
+
+    def f(x, w, b):
+        for _ in range(4):  # four blocks whose elementwise groups read alike
+            x = block(x, w, b)
+        return x
+
+    compiled = kiln.compile(f, backend="cpu")
+    x, w, b = kiln.randn(6, 8), kiln.randn(8, 8), kiln.randn(8)
+    with kiln.no_grad():
+        compiled(x, w, b)
+        assert_bitwise(compiled(x, w, b).numpy(), f(x, w, b).numpy(), "four blocks")
+    source = compiled.cache_entries[0].plan.source
+    kernels = [line for line in source.splitlines() if line.startswith("static void kiln_loop_")]
+    assert len(kernels) == 1, kernels
+    assert source.count(kernels[0].split("(")[0].split()[-1] + "(") >= 4 + 1  # four calls and the definition
+
+
 def test_non_contiguous_inputs_get_a_variant_of_their_own():
     def f(x, w):
         return (x @ w + 1.0).relu()

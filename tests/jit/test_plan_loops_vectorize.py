@@ -71,7 +71,8 @@ def test_every_elementwise_loop_of_a_whole_step_plan_vectorizes(tmp_path):
             loops[number] = kernel
             kernel = None
     in_place = [k for n, k in loops.items() if "out[o * inner + j]" in lines[n]]
-    assert len(loops) >= 6 and in_place, "expected the update's in-place kernels in the plan"
+    # (kernels that read alike are rendered once: the parameters' updates share theirs)
+    assert len(loops) >= 4 and in_place, "expected the update's in-place kernels in the plan"
     src = tmp_path / "plan.c"
     src.write_text(source)
     # (-fno-ipa-icf: kernels with identical bodies would be folded into one and reported once)

@@ -314,12 +314,24 @@ def blas_may_thread(node: Node) -> bool:
     return math.prod(a.shape) * int(b.shape[-1]) >= BLAS_THREADED_WORK
 
 
+_UNNAMED = "kiln_kernel_being_named"  # a kernel's name while its C is compared with the kernels' rendered before
+
+
 def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tuple[str, list[list[int]], list[Node]]:
     """(C source of the whole plan, each segment's argument owners in tuple order, the row-kernel nodes:
     a segment returns 2 + k when row kernel k meets a row it cannot decide, 1 when an argument does not fit)."""
     units = [nodes for kind, nodes in a.units() if kind == "segment"]
     functions: dict[int, str] = {}
     rows_fns, elem_fns, consts = [], [], []
+    # a kernel's C, its name left out -> the name it has: nodes whose kernels read alike (a network's repeated
+    # blocks; sizes are arguments) share one function, which the C compiler then builds once
+    rendered: dict[str, str] = {}
+
+    def once(text: str, name: str, into: list[str]) -> str:
+        first = rendered.setdefault(text, name)
+        if first == name:
+            into.append(text.replace(_UNNAMED, name))
+        return first
     uses_blas = threaded_blas = False
     for s, nodes in enumerate(units):
         for k, node in enumerate(nodes):
@@ -327,12 +339,12 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tupl
                 continue
             tag = f"{s}_{k}"
             if isinstance(node.prim, RowKernel):
-                functions[id(node)] = f"kiln_rows_{tag}"
-                rows_fns.append(render_rows_function(node.prim.group, functions[id(node)]))
+                functions[id(node)] = once(render_rows_function(node.prim.group, _UNNAMED), f"kiln_rows_{tag}",
+                                           rows_fns)
             elif id(node) in a.forms:
-                functions[id(node)] = f"kiln_loop_{tag}"
-                elem_fns.append(render_function(node.prim.group, list(a.forms[id(node)][1]), functions[id(node)],
-                                                "static", a.in_place.get(id(node))))
+                text = render_function(node.prim.group, list(a.forms[id(node)][1]), _UNNAMED, "static",
+                                       a.in_place.get(id(node)))
+                functions[id(node)] = once(text, f"kiln_loop_{tag}", elem_fns)
             elif node.prim.name == "full":
                 functions[id(node)] = tag
                 value = np.full((), node.params["value"], dtype=node.out.dtype.np)
