@@ -287,6 +287,10 @@ class _Grower:
                 return True
             group = self.formed.get(id(n))
             around = group if group is not None else [n]
+            if group is not None:  # the group is expanded once: its other members would add the same nodes
+                if any(id(m) in members for m in group):
+                    return True
+                seen.update(id(m) for m in group)
             if forward:
                 if self.pos[id(n)] > max(bound, last):
                     continue
