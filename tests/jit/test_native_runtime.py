@@ -327,6 +327,38 @@ def test_kernels_that_read_alike_are_rendered_once():
     assert source.count(kernels[0].split("(")[0].split()[-1] + "(") >= 4 + 1  # four calls and the definition
 
 
+def test_a_large_plan_is_split_into_libraries_built_at_once(monkeypatch):
+    """Past PART_CHARS of C, a plan's segments go to several libraries (one compiler each); the calls and bits
+    are those of the plan in one library."""
+    from kiln.jit.backends.cpu import segcode
+
+    def f(x, w):
+        h = (x @ w).relu() * 2.0
+        h = h.sin() @ w.T + 1.0  # sin stays with NumPy: segments around it
+        return (h.cos() @ w).tanh() - 0.5
+
+    x, w = kiln.randn(3, 5), kiln.randn(5, 5)
+    with kiln.no_grad():
+        whole = kiln.compile(f, backend="cpu")
+        want = [whole(x, w).numpy() for _ in range(2)][-1]
+        monkeypatch.setattr(segcode, "PART_CHARS", 1000)
+        monkeypatch.setattr(runtime, "_idle_cpus", lambda: 2)
+        built = []
+        real_build = toolchain.build
+        monkeypatch.setattr(toolchain, "build", lambda source, *a, **k: built.append(source) or real_build(source, *a, **k))
+        split = kiln.compile(f, backend="cpu")
+        got = [split(x, w).numpy() for _ in range(2)][-1]
+    assert_bitwise(got, want, "a plan in two libraries")
+    plan = split.cache_entries[0].plan
+    sources = plan.current.sources
+    assert len(sources) == 2 and sorted(built) == sorted(sources), [s[:80] for s in built]
+    assert plan.segments == 3
+    for k in range(3):  # each segment in exactly one library, each library with its own setup
+        assert sum(f"long long kiln_segment_{k}(" in s for s in sources) == 1
+    assert all(f"void {segcode.SETUP}(" in s and "part " in s.splitlines()[0] for s in sources)
+    assert whole.cache_entries[0].plan.current.sources[0].splitlines()[0].endswith("segment(s) */")
+
+
 def test_non_contiguous_inputs_get_a_variant_of_their_own():
     def f(x, w):
         return (x @ w + 1.0).relu()

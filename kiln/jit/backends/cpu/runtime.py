@@ -37,6 +37,7 @@ import ctypes
 import re
 import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -47,6 +48,7 @@ from .arena import Arena, ArenaPool
 from .blas import FUNCTIONS, numpy_blas
 from .fusing import fuse
 from .objects import descr_table, layout_problem, object_layout
+from .parallel import available_cpus
 from .segcode import SETUP, render_plan
 from .segment import Analysis, analyze
 from .toolchain import CompilerUnavailable
@@ -56,6 +58,19 @@ MAX_VARIANTS = 4  # input layouts one plan generates code for before it leaves n
 
 _bound_lock = threading.Lock()
 _bound: set[int] = set()  # handles of libraries whose kiln_setup ran
+
+
+def _idle_cpus() -> int:
+    """CPUs not busy with a kernel build of this process right now: the parts a large plan may be split into."""
+    return max(1, available_cpus() - toolchain.builds_in_flight())
+
+
+def _build_all(sources: list[str]) -> list[ctypes.CDLL]:
+    """The libraries of `sources`, built at once, each by its own compiler process."""
+    if len(sources) == 1:
+        return [toolchain.build(sources[0], SETUP)]
+    with ThreadPoolExecutor(max_workers=len(sources), thread_name_prefix="kiln-build") as pool:
+        return list(pool.map(lambda source: toolchain.build(source, SETUP), sources))
 
 
 def _bind(lib: ctypes.CDLL) -> None:
@@ -82,14 +97,17 @@ class Variant:
         blas = numpy_blas()
         layout = object_layout()
         assert layout is not None
-        self.source, self.segment_args, self.row_nodes = render_plan(analysis, layout,
-                                                                     blas.int_type if blas else None)
-        lib = toolchain.build(self.source, SETUP)
-        _bind(lib)
-        self._lib = lib
+        self.sources, self.segment_args, self.row_nodes, part_of = render_plan(
+            analysis, layout, blas.int_type if blas else None, max_parts=_idle_cpus())
+        # (parts of a split plan are whole C files, each with its own preludes)
+        self.source = "\n".join(self.sources)
+        libs = _build_all(self.sources)
+        for lib in libs:
+            _bind(lib)
+        self._libs = libs
         self.segments = []
         for k in range(len(self.segment_args)):
-            fn = getattr(lib, f"kiln_segment_{k}")
+            fn = getattr(libs[part_of[k]], f"kiln_segment_{k}")
             fn.restype = ctypes.c_longlong
             fn.argtypes = [ctypes.py_object, ctypes.c_void_p]
             self.segments.append(fn)

@@ -317,22 +317,38 @@ def blas_may_thread(node: Node) -> bool:
 _UNNAMED = "kiln_kernel_being_named"  # a kernel's name while its C is compared with the kernels' rendered before
 
 
-def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tuple[str, list[list[int]], list[Node]]:
-    """(C source of the whole plan, each segment's argument owners in tuple order, the row-kernel nodes:
-    a segment returns 2 + k when row kernel k meets a row it cannot decide, 1 when an argument does not fit)."""
+PART_CHARS = 120_000
+"""Characters of C per library from which a plan is split into several, each built by its own compiler process
+at once (`render_plan`'s `max_parts`): a whole training step's single plan of some 300 KB took 3.3 s in one
+gcc process while the other CPU idled (Zen 3 AVX2, an LSTM language model)."""
+
+
+def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_parts: int = 1
+                ) -> tuple[list[str], list[list[int]], list[Node], list[int]]:
+    """(the C sources of the plan, each segment's argument owners in tuple order, the row-kernel nodes, the
+    source each segment is in): a segment returns 2 + k when row kernel k meets a row it cannot decide, 1 when
+    an argument does not fit.
+
+    A plan of more than PART_CHARS of C is split into up to `max_parts` sources (libraries) of consecutive
+    segments, each with the kernels its segments call: so several compilers build it at once. Every segment
+    keeps its name (``kiln_segment_K``) and its code, whichever library holds it."""
     units = [nodes for kind, nodes in a.units() if kind == "segment"]
     functions: dict[int, str] = {}
-    rows_fns, elem_fns, consts = [], [], []
+    rows_fns: dict[str, str] = {}  # name -> C, in order of first use
+    elem_fns: dict[str, str] = {}
+    consts: dict[str, str] = {}
     # a kernel's C, its name left out -> the name it has: nodes whose kernels read alike (a network's repeated
     # blocks; sizes are arguments) share one function, which the C compiler then builds once
     rendered: dict[str, str] = {}
 
-    def once(text: str, name: str, into: list[str]) -> str:
+    def once(text: str, name: str, into: dict[str, str]) -> str:
         first = rendered.setdefault(text, name)
         if first == name:
-            into.append(text.replace(_UNNAMED, name))
+            into[name] = text.replace(_UNNAMED, name)
         return first
-    uses_blas = threaded_blas = False
+    uses: list[set[str]] = [set() for _ in units]  # per segment: the kernels and constants its code names
+    blas_segments: set[int] = set()
+    threaded_blas = False
     for s, nodes in enumerate(units):
         for k, node in enumerate(nodes):
             if a.kinds[id(node)] != "native":
@@ -341,24 +357,31 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tupl
             if isinstance(node.prim, RowKernel):
                 functions[id(node)] = once(render_rows_function(node.prim.group, _UNNAMED), f"kiln_rows_{tag}",
                                            rows_fns)
+                uses[s].add(functions[id(node)])
             elif id(node) in a.forms:
                 text = render_function(node.prim.group, list(a.forms[id(node)][1]), _UNNAMED, "static",
                                        a.in_place.get(id(node)))
                 functions[id(node)] = once(text, f"kiln_loop_{tag}", elem_fns)
+                uses[s].add(functions[id(node)])
             elif node.prim.name == "full":
                 functions[id(node)] = tag
                 value = np.full((), node.params["value"], dtype=node.out.dtype.np)
-                consts.append(constant(f"kiln_fill{tag}", value))
+                consts[f"kiln_fill{tag}"] = constant(f"kiln_fill{tag}", value)
+                uses[s].add(f"kiln_fill{tag}")
             elif node.prim.name == "matmul":
-                uses_blas = True
+                blas_segments.add(s)
                 threaded_blas = threaded_blas or blas_may_thread(node)
     for i, buf in sorted((b.index, b) for b in a.buffers.values() if b.kind == "literal"):
-        if any(a.root.get(v.id) == buf.value.id for nodes in units for n in nodes for v in _inputs(n)):
-            consts.append(constant(f"kiln_lit{i}", literal_array(a.graph, i)))
+        readers = [s for s, nodes in enumerate(units) if any(a.root.get(v.id) == buf.value.id
+                                                              for n in nodes for v in _inputs(n))]
+        if readers:
+            consts[f"kiln_lit{i}"] = constant(f"kiln_lit{i}", literal_array(a.graph, i))
+            for s in readers:
+                uses[s].add(f"kiln_lit{i}")
     row_nodes = [n for nodes in units for n in nodes if isinstance(n.prim, RowKernel) and a.kinds[id(n)] == "native"]
     row_codes = {id(n): 2 + k for k, n in enumerate(row_nodes)}
     segments = [_Segment(a, s, nodes, functions, row_codes) for s, nodes in enumerate(units)]
-    if uses_blas and blas_int is None:
+    if blas_segments and blas_int is None:
         raise AssertionError("a native matmul without NumPy's BLAS")
     # After a GEMM, a multi-threaded OpenBLAS on its own threads keeps them spinning on the other cores for a
     # while; a kernel team started then shares those cores with them and runs slower than one thread
@@ -367,17 +390,62 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tupl
     # nothing spins). A plan whose GEMMs are all too small for OpenBLAS to share (a classifier head) keeps
     # its teams.
     spinning_blas = threaded_blas and blas_threads() > 1 and not blas_team.share()
-    serial = ["#define KILN_SERIAL_KERNELS 1"] if spinning_blas else []
-    parts = [f"/* generated by kiln: a native plan of {len(segments)} segment(s) */", *serial, PRELUDE,
+    codes = [seg.render() for seg in segments]
+    texts = {**rows_fns, **elem_fns, **consts}
+    part_of = _split(codes, uses, texts, max_parts)
+    sources = []
+    count = max(part_of, default=0) + 1
+    for p in range(count):
+        members = [s for s, q in enumerate(part_of) if q == p]
+        named = set().union(*(uses[s] for s in members))
+        sources.append(_source(p, count, members, codes, named, rows_fns, elem_fns, consts,
+                               bool(blas_segments & set(members)), blas_int, spinning_blas, layout))
+    return sources, [seg.args for seg in segments], row_nodes, part_of
+
+
+def _split(codes: list[str], uses: list[set[str]], texts: dict[str, str], max_parts: int) -> list[int]:
+    """The part (source) of each segment: consecutive segments, the parts about equally long."""
+    def cost(s: int, seen: set[str]) -> int:
+        return len(codes[s]) + sum(len(texts[n]) for n in uses[s] - seen)
+
+    seen: set[str] = set()
+    total = 0
+    for s in range(len(codes)):
+        total += cost(s, seen)
+        seen |= uses[s]
+    parts = max(1, min(max_parts, len(codes), -(-total // PART_CHARS)))
+    part_of, part, filled, seen = [], 0, 0, set()
+    for s in range(len(codes)):
+        size = cost(s, seen)
+        if filled and filled + size / 2 > total * (part + 1) / parts and part < parts - 1:
+            part, seen = part + 1, set()
+            size = cost(s, seen)
+        part_of.append(part)
+        filled += size
+        seen |= uses[s]
+    return part_of
+
+
+def _source(part: int, parts: int, members: list[int], codes: list[str], named: set[str], rows_fns: dict[str, str],
+            elem_fns: dict[str, str], consts: dict[str, str], uses_blas: bool, blas_int: str | None,
+            spinning_blas: bool, layout: ObjectLayout) -> str:
+    """The C of one part of a plan: the shared preludes, the kernels and constants its segments name, its
+    segments, and its setup function."""
+    of = f", part {part + 1} of {parts}" if parts > 1 else ""
+    lines = [f"/* generated by kiln: a native plan of {len(codes)} segment(s){of} */",
+             *(["#define KILN_SERIAL_KERNELS 1"] if spinning_blas else []), PRELUDE,
              "#include <stddef.h>", layout.defines(), C_READERS, UNFOLD_HELPERS]
     if uses_blas:
-        parts.append(blas_prelude(blas_int))  # type: ignore[arg-type]
+        lines.append(blas_prelude(blas_int))  # type: ignore[arg-type]
     # the row reducers (their pairwise sum also serves one-column sums), with their vector-width preference
     # kept to the row kernels
-    parts += [_GCC_ONLY, "#pragma GCC push_options", "#endif", REDUCERS, *rows_fns,
+    lines += [_GCC_ONLY, "#pragma GCC push_options", "#endif", REDUCERS,
+              *(text for name, text in rows_fns.items() if name in named),
               _GCC_ONLY, "#pragma GCC pop_options", "#endif"]
-    parts += elem_fns + consts + [seg.render() for seg in segments]
-    parts.append("\n".join([
+    lines += [text for name, text in elem_fns.items() if name in named]
+    lines += [text for name, text in consts.items() if name in named]
+    lines += [codes[s] for s in members]
+    lines.append("\n".join([
         f"void {SETUP}(void *const *blas, void *const *types) {{",
         "    kiln_ndarray_type = types[0];",
         *[f"    kiln_descr[{k}] = types[{k + 1}];" for k in range(len(DESCR_DTYPES))],
@@ -385,7 +453,7 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None) -> tupl
         "}",
         "",
     ]))
-    return "\n".join(parts), [seg.args for seg in segments], row_nodes
+    return "\n".join(lines)
 
 
 def _inputs(node: Node) -> list[Value]:

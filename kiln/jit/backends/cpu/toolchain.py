@@ -123,6 +123,7 @@ _KEY_FORMAT = 2  # bump when the entry layout changes
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 _lock = threading.RLock()
+_compiling = [0]  # compiler processes running (builds_in_flight)
 _loaded: dict[str, ctypes.CDLL] = {}  # key -> library, for this process
 _building: dict[str, threading.Lock] = {}  # key -> the lock its (one) builder holds
 _probed: dict[tuple[str, ...], str | None] = {}  # compiler command -> why it does not work (None: it works)
@@ -408,13 +409,24 @@ def _store_probes(command: list[str]) -> None:
         _publish(path, path.with_suffix(".sha256"), json.dumps(record, sort_keys=True).encode())
 
 
+def builds_in_flight() -> int:
+    """How many compiler processes this process is running now."""
+    return _compiling[0]
+
+
 def _compile(command: list[str], source: str, workdir: Path, extra: list[str] | None = None) -> bytes:
     """The bytes of the library `command` builds from `source` in `workdir` with FLAGS and `extra`
     (CompilerUnavailable if none)."""
     src = workdir / "kernel.c"
     src.write_text(source)
     out = workdir / "kernel.so"
-    result = _run([*command, *FLAGS, *(extra or []), str(src), "-o", str(out), "-lm"], compiler_timeout())
+    with _lock:
+        _compiling[0] += 1
+    try:
+        result = _run([*command, *FLAGS, *(extra or []), str(src), "-o", str(out), "-lm"], compiler_timeout())
+    finally:
+        with _lock:
+            _compiling[0] -= 1
     if result.returncode != 0:
         raise CompilerUnavailable(f"{command[0]} failed (exit status {result.returncode}) to build a kernel:\n"
                                   f"{(result.stderr or result.stdout)[-2000:]}")
