@@ -53,6 +53,7 @@ _PLAIN = {
     "swapaxes": shape.swapaxes, "t": shape.t, "expand": shape.expand, "broadcast_to": shape.broadcast_to,
     "split": shape.split, "chunk": shape.chunk, "narrow": shape.narrow, "unbind": shape.unbind,
     "select": shape.select, "flip": shape.flip, "gather": shape.gather, "index_select": shape.index_select, "index_copy": shape.index_copy,
+    "index_add": shape.index_add,
     "masked_fill": shape.masked_fill, "tril": shape.tril, "triu": shape.triu, "clone": shape.clone,
     "contiguous": shape.contiguous, "movedim": shape.movedim, "scatter_add": shape.scatter_add,
     "take_along_dim": shape.take_along_dim, "roll": shape.roll,
@@ -322,6 +323,11 @@ def _scatter_(self: Tensor, dim: int, index: Tensor, src: Any = None, *, value: 
                          src)
 
 
+def _index_add_(self: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
+    """In-place `kiln.index_add`: add ``alpha * source`` into self at index along dim."""
+    return apply_inplace(self, lambda old: shape.index_add(old, dim, index, source, alpha=alpha), source)
+
+
 def _scatter_add_(self: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """In-place `kiln.scatter_add`: add src into self at index along dim."""
     return apply_inplace(self, lambda old: shape.scatter_add(old, dim, index, src), src)
@@ -360,6 +366,7 @@ Tensor.bernoulli_ = _bernoulli_
 Tensor.bernoulli = _bernoulli
 Tensor.scatter_ = _scatter_
 Tensor.scatter_add_ = _scatter_add_
+Tensor.index_add_ = _index_add_
 Tensor.scatter_reduce_ = _scatter_reduce_
 Tensor.softmax = _softmax
 Tensor.log_softmax = _log_softmax

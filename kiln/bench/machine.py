@@ -1,6 +1,7 @@
 """What a benchmark ran on: the CPU and its SIMD level, thread counts and library versions, as report lines."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import shutil
@@ -23,6 +24,13 @@ def c_compiler() -> str:
     return out.splitlines()[0] if out else "none"
 
 
+def _peer(name: str, module: ModuleType | None) -> str:
+    """", torch 2.13.0", or why there is no version: not installed, or installed but not used by this run."""
+    if module is not None:
+        return f", {name} {module.__version__}"
+    return f", {name} {'not used' if importlib.util.find_spec(name) is not None else 'not installed'}"
+
+
 def describe(blas_threads: int, torch: ModuleType | None, jax: ModuleType | None) -> list[str]:
     """Report lines naming the machine (CPU, its SIMD level and the kernels'), thread counts and versions."""
     import numpy  # noqa: PLC0415
@@ -34,8 +42,7 @@ def describe(blas_threads: int, torch: ModuleType | None, jax: ModuleType | None
              f"threads: NumPy BLAS {blas_threads}" + (f", torch {torch.get_num_threads()}" if torch else ""),
              f"versions: python {platform.python_version()}, kiln {getattr(kiln, '__version__', '?')}, "
              f"numpy {numpy.__version__}"
-             + (f", torch {torch.__version__}" if torch else ", torch not installed")
-             + (f", jax {jax.__version__}" if jax else ", jax not installed")
+             + _peer("torch", torch) + _peer("jax", jax)
              + f"; C compiler: {c_compiler()}"]
     if unset:
         lines.append(f"warning: {', '.join(unset)} set: NumPy's BLAS may be slowed; benchmark with "

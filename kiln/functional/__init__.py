@@ -12,8 +12,8 @@ from .math import (abs, add, all, amax, amin, any, argmax, argmin, bmm, cast, ce
                    remainder, round, rsqrt, rsub, sigmoid, sign, sin, sqrt, square, std, sub, sum, sum_to,
                    tanh, var, where)
 from .shape import (bind_index, broadcast_tensors, broadcast_to, cat, chunk, clone, concat, concatenate,
-                    contiguous, expand, flatten, flip, gather, getitem, index_copy, index_grad, index_put, index_select,
-                    masked_fill, movedim, narrow, permute, reshape, scatter_add, select, split, squeeze,
+                    contiguous, expand, flatten, flip, gather, getitem, index_add, index_copy, index_grad, index_put,
+                    index_select, masked_fill, movedim, narrow, permute, reshape, scatter_add, select, split, squeeze,
                     stack, swapaxes, t, take_along_dim, transpose, tril, triu, unbind, unsqueeze, view)
 from .compare import allclose, isclose
 from .sampling import multinomial

@@ -407,6 +407,40 @@ def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     return index_put(x, source, [index], spec)
 
 
+def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
+    """A copy of x with ``alpha * source``'s slices added at `index` along dim, a repeated position adding
+    up (``out.select(dim, index[i]) += alpha * source.select(dim, i)``); PyTorch's ``torch.index_add``.
+
+    `index` is a 1-D (or 0-d) integer tensor of positions in ``[0, x.shape[dim])``; `source` has
+    x's shape with ``len(index)`` at dim. Both x and source get gradients. The additions run in
+    index order (a scatter_add), as PyTorch's CPU kernel makes them.
+
+    >>> kiln.zeros(3, 2).index_add(0, kiln.tensor([0, 2, 0]), kiln.ones(3, 2))
+    tensor([[2., 2.],
+            [0., 0.],
+            [1., 1.]])
+    """
+    d = normalize_axes(dim, x.ndim, "index_add")[0]
+    index = _as_tensor(index)
+    _check_integer_index(index, "index_add")
+    if index.ndim > 1:
+        raise ShapeError(f"index_add: index must be 1-D (or 0-d), got shape {tuple(index.shape)}")
+    if not isinstance(source, Tensor):
+        raise TypeError(f"index_add: source must be a Tensor, got {type(source).__name__}")
+    count = 1 if index.ndim == 0 else index.shape[0]
+    want = tuple(count if i == d else n for i, n in enumerate(x.shape))
+    if index.ndim == 0 and source.ndim == x.ndim - 1:  # a 0-d index: source lacks the dim
+        source = unsqueeze(source, d)
+    if tuple(source.shape) != want:
+        raise ShapeError(f"index_add: source of shape {tuple(source.shape)} does not fit: expected {want} "
+                         f"(x's shape {tuple(x.shape)} with the {count} indexed positions at dim {d})")
+    index = checked_index("index_add", reshape(index, (count,)), x, d)
+    along = tuple(count if i == d else 1 for i in range(x.ndim))
+    if not (isinstance(alpha, (int, float)) and alpha == 1):
+        source = source * alpha
+    return scatter_add_unchecked(x, d, expand(reshape(index, along), want), source)
+
+
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = x[i][index[i][j]] for dim=1 (PyTorch semantics: indices in [0, size), no negatives)."""
     d = normalize_axes(dim, x.ndim, "gather")[0]
