@@ -11,9 +11,11 @@ While an `AbstractEvaluator` is the thread's ``trace_state.lazy``, `bind` hands 
 * an op with inputs is recorded into the tracer with its result's shape and dtype from the
   primitive's abstract rule, and returns a tensor whose array is an `Unevaluated` (no elements,
   C-contiguous);
-* a view (`Primitive.is_view`) of one tensor is made for real: of the real array, or of an
-  uninitialized buffer laid out like the `Unevaluated` (so the traced layouts, which the plans
-  expect from their first replay, are the ones eager execution makes);
+* except where the result's layout depends on its inputs' (`Primitive.result_layout`): a view
+  (`Primitive.is_view`), and an op on an input that does not step through memory in C order (NumPy's
+  results follow their inputs' layouts), run their kernel, on the real arrays and on uninitialized
+  buffers laid out like the `Unevaluated` ones, so that the traced layouts, which the plans expect
+  from their first replay, are the ones eager execution makes;
 * an op without inputs (``zeros``, ``full``) runs: it reads nothing and costs a fill.
 
 Anything that needs values raises `ValuesNeeded`: NumPy conversion of an `Unevaluated`, any
@@ -128,9 +130,9 @@ class AbstractEvaluator:
 
     def _laid_out(self, prim: Primitive, inputs: tuple, params: dict) -> Any:
         """The result of a view, or of an op on an input not laid out in C order, laid out as the
-        kernel lays it out (NumPy's results follow their inputs' layouts): the kernel runs on arrays of the
-        inputs' layouts over uninitialized memory. Integer inputs that were not computed may be indices, which
-        such memory would not hold: they need values."""
+        kernel lays it out (NumPy's results follow their inputs' layouts): the kernel runs on the real arrays
+        and on arrays of the unevaluated ones' layouts over uninitialized memory. Integer inputs that were not
+        computed may be indices, which such memory would not hold: they need values."""
         arrays = []
         for t in inputs:
             data = t._data
