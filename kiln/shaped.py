@@ -1,15 +1,19 @@
-"""`Shaped`: the metadata an array stand-in derives from its shape, for objects that carry no elements
-(a djit op's `PendingArray`, kiln/ops/pending.py; an autograd node's `ShapeOnly`, kiln/unread_inputs.py)."""
+"""`Shaped`: the metadata an array stand-in derives from its shape and dtype, for objects that carry no elements
+(a djit op's `PendingArray`, kiln/ops/pending.py; an autograd node's `ShapeOnly`, kiln/unread_inputs.py; a
+backward traced from shapes alone's `Unevaluated`, kiln/jit/abstract_backward.py)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 class Shaped:
-    """``ndim`` and ``size`` from a subclass's ``shape``, as a NumPy array has them."""
+    """``ndim``, ``size``, ``itemsize`` and ``nbytes`` from a subclass's ``shape`` and NumPy ``dtype``, as a
+    NumPy array has them."""
 
     __slots__ = ()
     shape: tuple
+    dtype: Any
 
     @property
     def ndim(self) -> int:
@@ -18,3 +22,11 @@ class Shaped:
     @property
     def size(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize

@@ -385,26 +385,29 @@ def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     >>> cache.index_copy_(2, kiln.tensor([3]), kiln.ones(1, 2, 1, 4)).sum()
     tensor(8.)
     """
-    d = normalize_axes(dim, x.ndim, "index_copy")[0]
-    index = _as_tensor(index)
-    _check_integer_index(index, "index_copy")
-    if index.ndim > 1:
-        raise ShapeError(f"index_copy: index must be 1-D (or 0-d), got shape {tuple(index.shape)}")
-    if not isinstance(source, Tensor):
-        raise TypeError(f"index_copy: source must be a Tensor, got {type(source).__name__}")
-    count = 1 if index.ndim == 0 else index.shape[0]
-    want = tuple(count if i == d else n for i, n in enumerate(x.shape))
-    have = tuple(source.shape) if source.ndim == x.ndim else None
-    if have is None and index.ndim == 0 and source.ndim == x.ndim - 1:  # a 0-d index: source lacks the dim
-        source, have = unsqueeze(source, d), want
-    if have != want:
-        raise ShapeError(f"index_copy: source of shape {tuple(source.shape)} does not fit: expected {want} "
-                         f"(x's shape {tuple(x.shape)} with the {count} indexed positions at dim {d})")
-    index = checked_index("index_copy", index, x, d)
-    if index.ndim == 0:
-        index = reshape(index, (1,))
+    d, index, source = _slices_at("index_copy", x, dim, index, source)
     spec = tuple(("t",) if i == d else ("s", None, None, None) for i in range(x.ndim))
     return index_put(x, source, [index], spec)
+
+
+def _slices_at(name: str, x: Tensor, dim: int, index: Any, source: Any) -> tuple[int, Tensor, Tensor]:
+    """The checked arguments of index_copy and index_add: (the dim, index as a 1-D tensor of positions in range,
+    source with x's shape but ``len(index)`` at the dim; a 0-d index lets source leave the dim out)."""
+    d = normalize_axes(dim, x.ndim, name)[0]
+    index = _as_tensor(index)
+    _check_integer_index(index, name)
+    if index.ndim > 1:
+        raise ShapeError(f"{name}: index must be 1-D (or 0-d), got shape {tuple(index.shape)}")
+    if not isinstance(source, Tensor):
+        raise TypeError(f"{name}: source must be a Tensor, got {type(source).__name__}")
+    count = 1 if index.ndim == 0 else index.shape[0]
+    want = tuple(count if i == d else n for i, n in enumerate(x.shape))
+    if index.ndim == 0 and source.ndim == x.ndim - 1:  # a 0-d index: source lacks the dim
+        source = unsqueeze(source, d)
+    if tuple(source.shape) != want:
+        raise ShapeError(f"{name}: source of shape {tuple(source.shape)} does not fit: expected {want} "
+                         f"(x's shape {tuple(x.shape)} with the {count} indexed positions at dim {d})")
+    return d, checked_index(name, reshape(index, (count,)), x, d), source
 
 
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
@@ -420,25 +423,11 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Any 
             [0., 0.],
             [1., 1.]])
     """
-    d = normalize_axes(dim, x.ndim, "index_add")[0]
-    index = _as_tensor(index)
-    _check_integer_index(index, "index_add")
-    if index.ndim > 1:
-        raise ShapeError(f"index_add: index must be 1-D (or 0-d), got shape {tuple(index.shape)}")
-    if not isinstance(source, Tensor):
-        raise TypeError(f"index_add: source must be a Tensor, got {type(source).__name__}")
-    count = 1 if index.ndim == 0 else index.shape[0]
-    want = tuple(count if i == d else n for i, n in enumerate(x.shape))
-    if index.ndim == 0 and source.ndim == x.ndim - 1:  # a 0-d index: source lacks the dim
-        source = unsqueeze(source, d)
-    if tuple(source.shape) != want:
-        raise ShapeError(f"index_add: source of shape {tuple(source.shape)} does not fit: expected {want} "
-                         f"(x's shape {tuple(x.shape)} with the {count} indexed positions at dim {d})")
-    index = checked_index("index_add", reshape(index, (count,)), x, d)
-    along = tuple(count if i == d else 1 for i in range(x.ndim))
+    d, index, source = _slices_at("index_add", x, dim, index, source)
+    along = tuple(index.shape[0] if i == d else 1 for i in range(x.ndim))
     if not (isinstance(alpha, (int, float)) and alpha == 1):
         source = source * alpha
-    return scatter_add_unchecked(x, d, expand(reshape(index, along), want), source)
+    return scatter_add_unchecked(x, d, expand(reshape(index, along), tuple(source.shape)), source)
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:

@@ -53,14 +53,6 @@ class Unevaluated(Shaped):
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
         self.strides = strides if strides is not None else _c_strides(self.shape, self.dtype.itemsize)
 
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise ValuesNeeded(f"the values of an unevaluated {self.dtype}{list(self.shape)} array")
 

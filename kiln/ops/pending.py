@@ -30,14 +30,6 @@ class PendingArray(Shaped):
         self.recorder = recorder  # whose `realize()` fills `value`
         self.index = index  # the op's position in the recorder
 
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
     def realize(self) -> np.ndarray:
         """The real array (computed now, with every other pending op of its recorder, if it is not yet)."""
         if self.value is None:
