@@ -318,9 +318,10 @@ _UNNAMED = "kiln_kernel_being_named"  # a kernel's name while its C is compared 
 
 
 PART_CHARS = 120_000
-"""Characters of C per library from which a plan is split into several, each built by its own compiler process
-at once (`render_plan`'s `max_parts`): a whole training step's single plan of some 300 KB took 3.3 s in one
-gcc process while the other CPU idled (Zen 3 AVX2, an LSTM language model)."""
+"""Characters of kernel and segment C (the shared preludes not counted) per library from which a plan is split
+into several, each built by its own compiler process at once (`render_plan`'s `max_parts`): a whole training
+step's single plan of some 300 KB took 3.3 s in one gcc process while the other CPU idled (Zen 3 AVX2, an LSTM
+language model)."""
 
 
 def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_parts: int = 1
