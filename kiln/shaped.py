@@ -7,6 +7,16 @@ import math
 from typing import Any
 
 
+def c_strides(shape: tuple) -> tuple:
+    """C-order strides in elements, as NumPy gives a fresh array (size-1 dims included)."""
+    strides = []
+    step = 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(strides))
+
+
 class Shaped:
     """``ndim``, ``size``, ``itemsize`` and ``nbytes`` from a subclass's ``shape`` and NumPy ``dtype``, as a
     NumPy array has them."""

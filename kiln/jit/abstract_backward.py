@@ -31,7 +31,7 @@ import numpy as np
 
 from ..dtypes import from_numpy_dtype
 from ..ops.primitive import AbstractValue, Primitive
-from ..shaped import Shaped
+from ..shaped import Shaped, c_strides
 from ..trace_state import trace_state
 from .trace import element_strides
 
@@ -51,7 +51,7 @@ class Unevaluated(Shaped):
 
     def __init__(self, shape: tuple, dtype: np.dtype, strides: tuple | None = None) -> None:
         self.shape, self.dtype = tuple(shape), np.dtype(dtype)
-        self.strides = strides if strides is not None else _c_strides(self.shape, self.dtype.itemsize)
+        self.strides = strides if strides is not None else tuple(s * self.dtype.itemsize for s in c_strides(self.shape))
 
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         raise ValuesNeeded(f"the values of an unevaluated {self.dtype}{list(self.shape)} array")
@@ -61,14 +61,6 @@ class Unevaluated(Shaped):
 
     def __repr__(self) -> str:
         return f"Unevaluated(shape={self.shape}, dtype={self.dtype})"
-
-
-def _c_strides(shape: tuple, itemsize: int) -> tuple[int, ...]:
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(int(n), 1)
-    return tuple(reversed(strides))
 
 
 def _in_c_order(data: Any) -> bool:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 
 from ....ops.window import batch_first
+from ....shaped import c_strides
 from ...ir import Node
 from ..render.c_kernels import VECTOR_LOOP
-from .views import c_strides
 
 
 def column_strides(node: Node, cols_shape: tuple) -> tuple[int, int, int, int]:

@@ -123,7 +123,7 @@ _KEY_FORMAT = 2  # bump when the entry layout changes
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 _lock = threading.RLock()
-_compiling = [0]  # compiler processes running (builds_in_flight)
+_compiling = 0  # compiler processes running (builds_in_flight)
 _loaded: dict[str, ctypes.CDLL] = {}  # key -> library, for this process
 _building: dict[str, threading.Lock] = {}  # key -> the lock its (one) builder holds
 _probed: dict[tuple[str, ...], str | None] = {}  # compiler command -> why it does not work (None: it works)
@@ -411,22 +411,23 @@ def _store_probes(command: list[str]) -> None:
 
 def builds_in_flight() -> int:
     """How many compiler processes this process is running now."""
-    return _compiling[0]
+    return _compiling
 
 
 def _compile(command: list[str], source: str, workdir: Path, extra: list[str] | None = None) -> bytes:
     """The bytes of the library `command` builds from `source` in `workdir` with FLAGS and `extra`
     (CompilerUnavailable if none)."""
+    global _compiling
     src = workdir / "kernel.c"
     src.write_text(source)
     out = workdir / "kernel.so"
     with _lock:
-        _compiling[0] += 1
+        _compiling += 1
     try:
         result = _run([*command, *FLAGS, *(extra or []), str(src), "-o", str(out), "-lm"], compiler_timeout())
     finally:
         with _lock:
-            _compiling[0] -= 1
+            _compiling -= 1
     if result.returncode != 0:
         raise CompilerUnavailable(f"{command[0]} failed (exit status {result.returncode}) to build a kernel:\n"
                                   f"{(result.stderr or result.stdout)[-2000:]}")

@@ -12,19 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ....shaped import c_strides
 from ...ir import Node
 
 VIEW_PRIMS = {"reshape", "permute", "expand", "index", "stop_gradient"}
-
-
-def c_strides(shape: tuple) -> tuple:
-    """C-order strides in elements, as NumPy gives a fresh array (size-1 dims included)."""
-    strides = []
-    step = 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(int(d), 1)
-    return tuple(reversed(strides))
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ import math
 
 from ...ir import Node
 from ....ops.reduce import windowed
+from ....shaped import c_strides
 from ..render.c_kernels import VECTOR_LOOP
 from .codegen import node_expr
 from .fusion import offset_expression
-from .views import c_strides
 
 WINDOW_OPS = {"sum": "add", "max": "maximum"}  # the primitive and the elementwise op it chains
 
