@@ -53,6 +53,7 @@ class Unary(Primitive):
 
 class Neg(Unary):
     name = "neg"
+    fuses = True
 
     def kernel(self, xp, x):
         return xp.negative(x)
@@ -63,6 +64,7 @@ class Neg(Unary):
 
 class Exp(Unary):
     name = "exp"
+    fuses = transcendental = True
     saves_output = True
 
     def kernel(self, xp, x):
@@ -74,6 +76,7 @@ class Exp(Unary):
 
 class Log(Unary):
     name = "log"
+    fuses = transcendental = True
     saves_inputs = (0,)
 
     def kernel(self, xp, x):
@@ -118,6 +121,7 @@ class Cos(Unary):
 
 class Sqrt(Unary):
     name = "sqrt"
+    fuses = True
     saves_output = True
 
     def kernel(self, xp, x):
@@ -129,6 +133,7 @@ class Sqrt(Unary):
 
 class Tanh(Unary):
     name = "tanh"
+    fuses = transcendental = True
     saves_output = True
 
     def kernel(self, xp, x):
@@ -141,6 +146,7 @@ class Tanh(Unary):
 
 class Sigmoid(Unary):
     name = "sigmoid"
+    fuses = transcendental = True
     saves_output = True
 
     def kernel(self, xp, x):
@@ -163,6 +169,7 @@ class Sigmoid(Unary):
 
 class Relu(Unary):
     name = "relu"
+    fuses = True
     saves_output = True
 
     def kernel(self, xp, x):
@@ -222,6 +229,7 @@ def _erf_series(xp: Any, small: Any, x2: Any) -> Any:
 
 class Erf(Unary):
     name = "erf"
+    fuses = transcendental = True
     saves_inputs = (0,)
 
     def kernel(self, xp, x):
@@ -241,6 +249,7 @@ class Erf(Unary):
 
 class Abs(Unary):
     name = "abs"
+    fuses = True
     saves_inputs = (0,)
 
     def kernel(self, xp, x):
@@ -252,6 +261,7 @@ class Abs(Unary):
 
 class Sign(Unary):
     name = "sign"
+    fuses = True
 
     def kernel(self, xp, x):
         return xp.sign(x)
@@ -288,6 +298,7 @@ class Round(_Rounding):
 
 class LogicalNot(Primitive):
     name = "logical_not"
+    fuses = True
 
     def abstract(self, x, **params):
         return AbstractValue(x.shape, bool_)
@@ -298,6 +309,7 @@ class LogicalNot(Primitive):
 
 class Cast(Primitive):
     name = "cast"
+    fuses = True
 
     def abstract(self, x, *, dtype):
         return AbstractValue(x.shape, get_dtype(dtype))
@@ -335,6 +347,7 @@ def _zero(g):
 
 class Add(Binary):
     name = "add"
+    fuses = True
 
     def kernel(self, xp, a, b):
         return xp.add(a, b)
@@ -347,6 +360,7 @@ class Add(Binary):
 
 class Sub(Binary):
     name = "sub"
+    fuses = True
 
     def kernel(self, xp, a, b):
         return xp.subtract(a, b)
@@ -359,6 +373,7 @@ class Sub(Binary):
 
 class Mul(Binary):
     name = "mul"
+    fuses = True
     saves_inputs = (0, 1)
 
     def saved_inputs(self, inputs):
@@ -378,6 +393,7 @@ class Mul(Binary):
 
 class Div(Binary):
     name = "div"
+    fuses = True
     saves_inputs = (0, 1)
 
     def saved_inputs(self, inputs):
@@ -418,6 +434,7 @@ class Pow(Binary):
 class _Extremum(Binary):
     """maximum/minimum: the gradient goes to the winner; ties split it evenly (as PyTorch)."""
 
+    fuses = True
     saves_inputs = (0, 1)
     _wins = "gt"
 
@@ -467,6 +484,7 @@ class FloorDivide(Binary):
 class Compare(Binary):
     """Comparisons and logical ops: bool output, no gradient."""
 
+    fuses = True
     _ufunc = ""
 
     def abstract(self, a, b, **params):
@@ -512,6 +530,7 @@ class Where(Primitive):
     """where(cond, a, b): a where cond is true, else b; all three broadcast."""
 
     name = "where"
+    fuses = True
     saves_inputs = (0,)
 
     def abstract(self, c, a, b):

@@ -95,7 +95,7 @@ def is_basic(spec: tuple) -> bool:
 
 class Reshape(Primitive):
     name = "reshape"
-    is_view = True
+    is_view = identity = True
 
     def abstract(self, x, *, shape):
         if math.prod(shape) != math.prod(x.shape):
@@ -132,7 +132,7 @@ class Expand(Primitive):
     """Broadcast size-1 dims to `shape` (same ndim; the frontend adds leading dims)."""
 
     name = "expand"
-    is_view = True
+    is_view = broadcast = True
 
     def abstract(self, x, *, shape):
         if len(shape) != len(x.shape) or any(d != 1 and d != s for d, s in zip(x.shape, shape)):
@@ -297,6 +297,7 @@ class Gather(Primitive):
     """out[..i..] = x[..idx[..i..]..] along `axis` (idx has x's shape off that axis)."""
 
     name = "gather"
+    indexed = True
     saves_inputs = (1,)
 
     def abstract(self, x, idx, *, axis):
@@ -338,6 +339,7 @@ class ScatterAdd(Primitive):
     """A copy of `base` with src added at idx along `axis` (src has idx's shape)."""
 
     name = "scatter_add"
+    indexed = True
     saves_inputs = (1,)
 
     def abstract(self, base, idx, src, *, axis):
@@ -361,6 +363,8 @@ class Copy(Primitive):
     """A fresh contiguous copy (clone)."""
 
     name = "copy"
+    fuses = True
+    result_layout = "c"
 
     def abstract(self, x):
         return x

@@ -5,7 +5,9 @@ A `Primitive` states in one place:
   2. `kernel`: the array computation, generic over the array module `xp`;
   3. `vjp`: the vector-Jacobian product, written in kiln ops;
   4. `c_expr`: for an elementwise primitive the C renderer's table does not spell
-     (kiln/jit/backends/render), its own C expression template, so it fuses too.
+     (kiln/jit/backends/render), its own C expression template, so it fuses too;
+  5. its capabilities, which the compiler's passes and backends ask instead of its name:
+     `fuses`, `transcendental`, `broadcast`, `reduction`, `identity`, `indexed`, `is_view`.
 
 `bind` runs the kernel, records an autograd `Node` when needed, and reports the
 call to the active tracer (see kiln.jit), so eager, autograd and the compiler
@@ -46,6 +48,13 @@ class AbstractValue(NamedTuple):
 REGISTRY: dict[str, "Primitive"] = {}
 
 
+class Reduction(NamedTuple):
+    """How a reduction primitive folds values together (`Primitive.reduction`)."""
+
+    combine: str  # the elementwise primitive that folds two values into one ("add", "maximum")
+    order: str  # "pairwise": NumPy's pairwise order, which the bits depend on; "any": exact in any order
+
+
 class Primitive:
     """Base class of every primitive. Subclasses set `name` and override the rules."""
 
@@ -60,6 +69,13 @@ class Primitive:
     # step through memory in C order (NumPy's ufuncs and reductions); "c", always in C order; "kernel", only running
     # it tells (a backward traced from shapes alone, kiln/jit/abstract_backward.py, runs it otherwise)
     c_expr: str | None = None  # C template of an elementwise op unknown to the renderer's table ({0}, {1}, ...)
+    # capabilities (the compiler asks these, never the name):
+    fuses: bool = False  # elementwise, and its C spelling computes the kernel's bits: fused kernels may hold it
+    transcendental: bool = False  # its C spelling (kiln's vector math) is within an ulp bound: fused in float32 only
+    broadcast: bool = False  # reads input 0 at a broadcast index (expand): fused kernels read it through an index form
+    reduction: Reduction | None = None  # a reduction over params["axes"], and how it folds values
+    identity: bool = False  # value-preserving: the output holds input 0's values in C order (reshape, detach)
+    indexed: bool = False  # reads or writes along the last axis at int64 indices (gather, scatter_add)
 
     def saved_inputs(self, inputs: tuple) -> tuple[int, ...]:
         """The inputs whose values the VJP reads for this call (`saves_inputs`; a primitive whose VJP reads an

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..dtypes import int64
 from .elementwise import F
-from .primitive import AbstractValue, Primitive, ShapeError, array_vjp
+from .primitive import AbstractValue, Primitive, Reduction, ShapeError, array_vjp
 from .quiet import quiet
 
 
@@ -118,6 +118,7 @@ class Sum(Primitive):
     """sum(x, axes=(normalized ints), keepdims)."""
 
     name = "sum"
+    reduction = Reduction(combine="add", order="pairwise")
 
     def abstract(self, x, *, axes, keepdims):
         _check_axes(self.name, x.shape, axes)
@@ -180,6 +181,7 @@ class Max(Primitive):
     """max(x, axes, keepdims). The gradient is shared evenly among tied maxima."""
 
     name = "max"
+    reduction = Reduction(combine="maximum", order="any")
     saves_inputs = (0,)
     saves_output = True
 

@@ -8,7 +8,7 @@ class StopGradient(Primitive):
     """Identity on values; blocks gradients (the traced form of Tensor.detach)."""
 
     name = "stop_gradient"
-    is_view = True
+    is_view = identity = True
 
     def abstract(self, x):
         return x

@@ -16,7 +16,7 @@ positive NaN. Nothing in kiln may depend on a NaN's sign or payload.
 
 Primitives in tolerances.C_EXPR_ULPS (transcendentals, pow: no C matches NumPy's SIMD,
 SVML or SciPy implementations bit for bit) are compared in ulps instead. Of those, only
-fusion.TRANSCENDENTAL fuses, and only in float32 (kiln's vectorized versions): every other
+the transcendental ones (`Primitive.transcendental`) fuse, and only in float32 (kiln's vectorized versions): every other
 fused op must be bit-identical. The end-to-end tests compile each fusible op with
 kiln.compile(backend="cpu") and compare with eager execution (in ulps for those).
 """
@@ -155,9 +155,11 @@ def cases_for(name: str) -> list[Case]:
 ALL_CASES = [case for name in c_primitives() for case in cases_for(name)]
 # a cast to the operand's own dtype is removed by ArithmeticElimination before fusion; transcendentals
 # fuse in float32 only
-FUSED_CASES = [case for case in ALL_CASES if case.name in fusion.FUSIBLE
+FUSES = {name for name, prim in REGISTRY.items() if prim.fuses}
+TRANSCENDENTAL = {name for name, prim in REGISTRY.items() if prim.transcendental}
+FUSED_CASES = [case for case in ALL_CASES if case.name in FUSES
                and not (case.name == "cast" and case.in_dtypes == (case.out_dtype,))
-               and not (case.name in fusion.TRANSCENDENTAL and case.out_dtype != "float32")]
+               and not (case.name in TRANSCENDENTAL and case.out_dtype != "float32")]
 
 
 # ---- running a C expression -----------------------------------------------------------------
@@ -232,11 +234,12 @@ def test_every_c_expression_is_covered():
 
 def test_fusible_ops_have_c_expressions_and_only_transcendentals_a_tolerance():
     """Fused code is bit-identical to eager, except the float32 transcendentals: within 4 ulp."""
-    for name in fusion.FUSIBLE - {"expand"}:
+    for name in FUSES:
         assert C.template(REGISTRY[name]) is not None, name
-    assert set(C_EXPR_ULPS) & fusion.FUSIBLE == fusion.TRANSCENDENTAL, \
-        "an op with a C-vs-NumPy tolerance fuses only as one of fusion.TRANSCENDENTAL"
-    assert all(C_EXPR_ULPS[name]["float32"] <= 4 for name in fusion.TRANSCENDENTAL)
+    assert TRANSCENDENTAL <= FUSES
+    assert set(C_EXPR_ULPS) & FUSES == TRANSCENDENTAL, \
+        "an op with a C-vs-NumPy tolerance fuses only where its primitive says it is transcendental"
+    assert all(C_EXPR_ULPS[name]["float32"] <= 4 for name in TRANSCENDENTAL)
     assert set(C_EXPR_ULPS) <= set(c_primitives())
 
 

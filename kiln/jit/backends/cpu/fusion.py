@@ -12,8 +12,9 @@ from `j` (`strided_form`), the split chosen for long inner loops with few divisi
 writes a C-ordered result, so a group stands in only for values eager NumPy also lays
 out in C order (layouts.py): a later NumPy sum adds another layout in another order.
 
+Which nodes fuse, each primitive says itself (`Primitive.fuses`, `broadcast`, `transcendental`).
 Fused code equals eager execution bit for bit, with one exception: the float32
-transcendentals exp, log, tanh, erf and sigmoid (TRANSCENDENTAL) fuse through the
+transcendentals exp, log, tanh, erf and sigmoid (`Primitive.transcendental`) fuse through the
 renderer's own vectorized versions (render/vecmath.py), which stay within 4 ulp of NumPy's
 (at most 3 measured on a dense grid, tests/jit/test_vector_math.py) and match it exactly on
 NaN, +-inf, +-0 and the overflow and underflow edges; no libm or NumPy implementation
@@ -28,19 +29,18 @@ from ...ir import Graph, Node, Value
 from ...symbolic import is_symbolic
 from .layouts import eager_layouts
 
-TRANSCENDENTAL = {"exp", "log", "tanh", "erf", "sigmoid"}  # fused in float32 only, within an ulp bound
-FUSIBLE = {"neg", "abs", "sign", "relu", "sqrt", "add", "sub", "mul", "div", "maximum", "minimum",
-           "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not", "where", "cast",
-           "copy", "expand", *TRANSCENDENTAL}  # expand: the group reads its input with a broadcast index form instead
 DTYPES = {"float32", "float64", "bool"}
 MIN_ELEMENTS = 4096  # below this, NumPy's per-call cost is already small
 MIN_NODES = 2
 
 
 def _fusible(node: Node) -> bool:
-    if node.prim.name not in FUSIBLE or node.out.dtype.name not in DTYPES:
+    """Whether `node` may join an elementwise group: an op that fuses, or a broadcast (the group reads its
+    input through a broadcast index form instead), on the dtypes generated code handles."""
+    prim = node.prim
+    if not (prim.fuses or prim.broadcast) or node.out.dtype.name not in DTYPES:
         return False
-    if node.prim.name in TRANSCENDENTAL and node.out.dtype.name != "float32":
+    if prim.transcendental and node.out.dtype.name != "float32":
         return False
     if any(v.dtype.name not in DTYPES for v in node.inputs):
         return False
@@ -243,7 +243,7 @@ def find_groups(graph: Graph, min_elements: int | None = None, min_nodes: int | 
     for root in reversed(graph.nodes):
         if id(root) in assigned or not _fusible(root) or math.prod(root.out.shape) < min_elements:
             continue
-        if min_nodes < MIN_NODES and root.prim.name == "expand":
+        if min_nodes < MIN_NODES and root.prim.broadcast:
             continue
         members = {id(root)}
         stack = [root]

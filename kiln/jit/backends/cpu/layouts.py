@@ -16,8 +16,6 @@ import numpy as np
 from ...ir import Graph
 from ..render import C
 
-IDENTITIES = {"reshape", "stop_gradient"}  # value-preserving: a reshape between per-row shapes, detach()
-
 
 def eager_layouts(graph: Graph) -> dict[int, str]:
     """How eager NumPy lays out each node's value: "C" (C-ordered: contiguous, or a view whose
@@ -37,15 +35,15 @@ def eager_layouts(graph: Graph) -> dict[int, str]:
     for n in graph.nodes:
         name = n.prim.name
         first = layouts.get(n.inputs[0].id, "C") if n.inputs else "C"
-        if name == "expand":
+        if n.prim.broadcast:
             layout = "bcast"
         elif name == "index":
             spec = n.params.get("spec", ())
             basic = all(e[0] != "t" and not (e[0] == "s" and e[3] is not None and e[3] < 0) for e in spec)
             layout = "C" if basic and first == "C" or _leading_gather(spec) else "other"
-        elif name == "copy":  # np.array(x, order="C")
+        elif n.prim.result_layout == "c":  # a copy (np.array(x, order="C")), a matmul, a convolution
             layout = "C"
-        elif name in IDENTITIES or name == "cast" or n.prim.is_check:
+        elif n.prim.identity or name == "cast" or n.prim.is_check:
             layout = "C" if first == "C" else "other"
         elif n.prim.is_view:  # permute, flip, and any view kiln adds later
             layout = "other"

@@ -18,9 +18,8 @@ from ... import debug
 from ...ir import Node, Value
 from ..render.cstyle import index_expr
 from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
-from .fusion import TRANSCENDENTAL, Group
+from .fusion import Group
 from .fusion import describe as describe_elementwise
-from .layouts import IDENTITIES
 from .rows import RowGroup
 from .rows import describe as describe_rows
 
@@ -53,12 +52,12 @@ def lower_elementwise(group: Group, forms: list[str], in_place: int | None = Non
     for t, node in enumerate(group.nodes):
         names[node.out.id] = f"t{t}"
         body.append(Compute(f"t{t}", node.out.dtype.name, node.prim, tuple(names[v.id] for v in node.inputs),
-                            copy=node.prim.name == "expand"))  # a broadcast: read through its index form
+                            copy=node.prim.broadcast))  # a broadcast: read through its index form
     body.append(Store("out", FULL, names[root.id]))
     notes = (f"input {in_place} may be the output's own memory",) if in_place is not None else ()
     return _checked(Kernel(f"fused[{describe_elementwise(group)}]", "elementwise", tuple(params),
                            (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", tuple(body)),)),),
-                           compute_bound=any(n.prim.name in TRANSCENDENTAL for n in group.nodes), notes=notes))
+                           compute_bound=any(n.prim.transcendental for n in group.nodes), notes=notes))
 
 
 def _checked(kernel: Kernel) -> Kernel:
@@ -90,7 +89,7 @@ class _RowLowering:
 
     def _compute(self, node: Node, context: str) -> Compute:
         return Compute(f"t{self.index[node.out.id]}", node.out.dtype.name, node.prim,
-                       tuple(self._operand(v, context) for v in node.inputs), copy=node.prim.name in IDENTITIES)
+                       tuple(self._operand(v, context) for v in node.inputs), copy=node.prim.identity)
 
     def _cone(self, targets: list[Value]) -> list[Statement]:
         """The loads and full members computing `targets` for one element j, in order."""
@@ -120,7 +119,7 @@ class _RowLowering:
         if group.sequential[id(node)]:  # the NumPy kernel's small-window path: left to right
             order = "sequential"
         else:
-            order = "pairwise" if node.prim.name == "sum" else "any"
+            order = node.prim.reduction.order  # "pairwise" (a sum) or "any" (a maximum)
         return Reduce(f"t{self.index[node.out.id]}", node.out.dtype.name, node.prim.name, order, "j", "inner",
                       tuple(self._cone([x])), self._operand(x, "full"))
 

@@ -6,7 +6,7 @@ block of `inner` elements per row. A row group is a set of graph nodes in one ro
 
 * reductions: `sum` / `max` over exactly the axes split.. of an F-shaped float32/float64
   operand (`mean` is a sum followed by the graph's own `div`);
-* full nodes: fusible elementwise nodes (fusion.FUSIBLE, expand included) of shape F,
+* full nodes: fusible elementwise nodes (`Primitive.fuses`, broadcasts included) of shape F,
   reading full-size inputs, inputs broadcast along a leading or trailing block (the
   index forms of fusion.index_form), per-row values and earlier reductions' results;
 * row nodes: fusible elementwise nodes (and reshapes) on per-row values: shape
@@ -29,7 +29,7 @@ it from its inputs instead of reading a full-size temporary. Members left withou
 are pruned.
 
 Exactness (fused == NumPy bit for bit, except float32 transcendentals, which fuse within
-4 ulp of NumPy: fusion.TRANSCENDENTAL): a sum adds each row in NumPy's pairwise order,
+4 ulp of NumPy: `Primitive.transcendental`): a sum adds each row in NumPy's pairwise order,
 or left to right where the Sum kernel's small-window path (reduce.window_reduce) would
 run; max reductions are order-free except for the sign of a zero maximum, which the
 kernel detects and answers by evaluating the group with NumPy. NumPy sums rows in that
@@ -50,9 +50,8 @@ from ...ir import Graph, Node, Value
 from ...symbolic import is_symbolic
 from ....ops.reduce import window_reduce
 from . import fusion
-from .layouts import IDENTITIES, eager_layouts
+from .layouts import eager_layouts
 
-REDUCTIONS = {"sum", "max"}
 FLOATS = {"float32", "float64"}
 MIN_NODES = 2  # a reduction alone is left to NumPy
 
@@ -84,7 +83,7 @@ class Space:
 
 def reduction_space(node: Node) -> Space | None:
     """The row space of an eligible reduction node, else None."""
-    if node.prim.name not in REDUCTIONS or len(node.inputs) != 1:
+    if node.prim.reduction is None or len(node.inputs) != 1:
         return None
     x = node.inputs[0]
     shape = tuple(x.shape)
@@ -108,7 +107,7 @@ def sequential(node: Node) -> bool:
     generated code follows the kernel's own choice.
     """
     x = node.inputs[0]
-    ufunc = np.add if node.prim.name == "sum" else np.maximum
+    ufunc = getattr(np, node.prim.reduction.combine)
     dummy = np.broadcast_to(np.zeros((), x.dtype.np), tuple(x.shape))
     return window_reduce(np, ufunc, dummy, tuple(node.params["axes"]), bool(node.params["keepdims"])) is not None
 
@@ -127,14 +126,14 @@ def level(node: Node, space: Space) -> str | None:
     """"reduce", "full" or "row" when `node` can be a member of a group in `space`, else None."""
     if is_symbolic(node.params):  # a group falls back to its nodes' NumPy kernels, which need plain params
         return None
-    if node.prim.name in REDUCTIONS:
+    if node.prim.reduction is not None:
         other = reduction_space(node)
         return "reduce" if other is not None and other.key() == space.key() else None
     shape = tuple(node.out.shape)
-    if node.prim.name in IDENTITIES:
+    if node.prim.identity:
         if node.out.dtype.name not in fusion.DTYPES or not _static(node.inputs[0].shape):
             return None
-        if node.prim.name == "stop_gradient" and shape == space.shape:
+        if tuple(node.inputs[0].shape) == shape == space.shape:  # (detach)
             return "full"
         if shape in space.row_shapes and tuple(node.inputs[0].shape) in space.row_shapes:
             return "row"
@@ -143,7 +142,7 @@ def level(node: Node, space: Space) -> str | None:
         return None
     if shape == space.shape:
         return "full"
-    if shape in space.row_shapes and node.prim.name != "expand":
+    if shape in space.row_shapes and not node.prim.broadcast:
         return "row"
     return None
 
@@ -179,7 +178,7 @@ class RowGroup:
         where eager also reads one: see rowcode.RowKernel.kernel)."""
         index = {v.id: k for k, v in enumerate(self.inputs)}
         return sorted({index[n.inputs[0].id] for n in self.reductions
-                       if n.prim.name == "sum" and n.inputs[0].id in index})
+                       if n.prim.reduction.order == "pairwise" and n.inputs[0].id in index})
 
 
 def describe(group: RowGroup) -> str:
@@ -239,12 +238,12 @@ class _Grower:
             (x,) = node.inputs
             p = self.producer.get(x.id)
             inner_level = members.get(id(p)) if p is not None else None
-            if node.prim.name == "sum" and self.layouts.get(x.id, "C") != "C":
+            if node.prim.reduction.order == "pairwise" and self.layouts.get(x.id, "C") != "C":
                 return False  # eager NumPy sums this array in an order of its own
             if inner_level == "full":
                 return True
             return inner_level is None and space.form(x.shape) == "full"
-        if lvl == "row" and node.prim.name == "reshape":
+        if lvl == "row" and node.prim.identity:  # a reshape between row shapes
             (x,) = node.inputs
             p = self.producer.get(x.id)
             return (members.get(id(p)) if p is not None else None) != "full"
@@ -385,7 +384,7 @@ class _Grower:
                 readers = [u for u in self.users.get(n.out.id, []) if id(u) not in members or id(u) in kept]
                 if not readers and n.out.id not in self.external:
                     continue
-                if n.prim.name == "expand" and n.out.id not in self.external or \
+                if n.prim.broadcast and n.out.id not in self.external or \
                         members[id(n)] == "full" and n.out.id not in self.external \
                         and all(_fuses_with(u, n.out) for u in readers):
                     kept.add(id(n))  # (an expand's original is a view: cheaper than any stand-in)

@@ -38,7 +38,7 @@ from .windows import is_window, render_window
 from ..render.c_kernels import VECTOR_LOOP
 from ..render.c_reducers import REDUCERS
 from .rowcode import RowKernel, render_rows_function
-from .segment import INDEXED, Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
+from .segment import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
 SETUP = "kiln_setup"
 _BITS = {1: ("unsigned char", ""), 4: ("unsigned int", "u"), 8: ("unsigned long long", "ull")}
@@ -208,7 +208,7 @@ class _Segment:
                                  self.pointer(node.out))
         if name == "sum":
             return self._colsum(node)
-        if name in INDEXED:
+        if prim.indexed:  # a gather or scatter_add along the last axis (a loss picking its targets' logits)
             return self._indexed(node)
         if name == "full":
             n = math.prod(node.out.shape)

@@ -216,7 +216,7 @@ def _classify(a: Analysis, node: Node) -> None:
 
 def _native_problem(a: Analysis, node: Node) -> str | None:
     """Why generated code cannot run `node` exactly, or None when it can."""
-    if node.prim.name in INDEXED:
+    if node.prim.indexed:
         return _indexed_problem(a, node)
     values = (*node.inputs, node.out) if not isinstance(node.prim, RowKernel) else \
         (*node.prim.group.inputs, *node.prim.group.outputs)
@@ -264,7 +264,6 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
 
 
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")  # native already, in their own library
-INDEXED = ("gather", "scatter_add")  # along the last axis, by int64 indices (a loss picking its targets' logits)
 
 
 def indexed_sizes(node: Node) -> tuple[int, int, int]:
@@ -535,7 +534,7 @@ def _write_in_place(a: Analysis, candidates: dict[int, int]) -> None:
         return
     step = {id(n): i for i, n in enumerate(a.order)}
     segment = units[last][1]
-    after = max((step[id(n)] for n in segment if isinstance(n.prim, RowKernel) or n.prim.name in INDEXED),
+    after = max((step[id(n)] for n in segment if isinstance(n.prim, RowKernel) or n.prim.indexed),
                 default=-1)  # (the nodes that may hand the call back)
     start = step[id(segment[0])]
     for n in a.order[start:]:

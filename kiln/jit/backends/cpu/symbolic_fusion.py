@@ -21,7 +21,6 @@ from ...symbolic import is_symbolic
 from ....sizes import concrete
 from .fusing import fuse
 from .rowcode import RowKernel
-from .rows import REDUCTIONS
 
 
 def _values(graph: Graph) -> list:
@@ -47,7 +46,7 @@ def static_row_seeds(graph: Graph) -> set[int]:
     (their kernels run any number of rows)."""
     seeds = set()
     for node in graph.nodes:
-        if node.prim.name in REDUCTIONS and node.inputs:
+        if node.prim.reduction is not None and node.inputs:
             shape = node.inputs[0].shape
             axes = node.params.get("axes", ())
             # (a 0-d input may name axis 0, as PyTorch allows: it has no size to be symbolic)

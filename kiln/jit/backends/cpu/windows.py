@@ -20,12 +20,11 @@ from ..render.c_kernels import VECTOR_LOOP
 from .codegen import node_expr
 from .fusion import offset_expression
 
-WINDOW_OPS = {"sum": "add", "max": "maximum"}  # the primitive and the elementwise op it chains
-
 
 def is_window(node: Node) -> bool:
-    """Whether the eager kernel of this float sum / max reduces by chaining over window slices."""
-    if node.prim.name not in WINDOW_OPS or len(node.inputs) != 1:
+    """Whether the eager kernel of this float reduction (a sum, a max: kiln/ops/reduce.py) reduces by
+    chaining its elementwise `Reduction.combine` over window slices."""
+    if node.prim.reduction is None or len(node.inputs) != 1:
         return False
     x = node.inputs[0]
     if x.dtype.name not in ("float32", "float64") or node.out.dtype.name != x.dtype.name:
@@ -62,7 +61,7 @@ def render_window(node: Node, ctype: str, x: str, out: str) -> list[str]:
     (inner, step), outer_dims = dims[-1], dims[:-1]
     base, _ = offset_expression("o", outer_dims[::-1])  # (fastest first)
     outer = math.prod(size for size, _ in outer_dims)
-    op = WINDOW_OPS[node.prim.name]
+    op = node.prim.reduction.combine
     lines = ["    {",
              f"        const {ctype} *restrict x = {x};",
              f"        {ctype} *restrict out = {out};",
