@@ -15,6 +15,7 @@ import numpy as np
 from ..gradient_sum import index_gradient
 from ..sizes import concrete, concrete_all
 from .elementwise import F
+from . import strided_views
 from .primitive import AbstractValue, Primitive, ShapeError
 from .ufunc_at import ufunc_at
 
@@ -106,6 +107,9 @@ class Reshape(Primitive):
     def kernel(self, xp, x, *, shape):
         return x.reshape(shape)
 
+    def view_strides(self, shape_in, strides, offset, *, shape):
+        return strided_views.reshaped(shape_in, strides, offset, shape)
+
     def vjp(self, g, inputs, node, *, shape):
         return (F().reshape(g, inputs[0].shape),)
 
@@ -122,6 +126,9 @@ class Permute(Primitive):
 
     def kernel(self, xp, x, *, perm):
         return x.transpose(perm)
+
+    def view_strides(self, shape, strides, offset, *, perm):
+        return strided_views.permuted(shape, strides, offset, tuple(perm))
 
     def vjp(self, g, inputs, node, *, perm):
         inverse = tuple(int(i) for i in np.argsort(perm))
@@ -141,6 +148,9 @@ class Expand(Primitive):
 
     def kernel(self, xp, x, *, shape):
         return xp.broadcast_to(x, shape)
+
+    def view_strides(self, shape_in, strides, offset, *, shape):
+        return strided_views.expanded(shape_in, strides, offset, tuple(shape))
 
     def vjp(self, g, inputs, node, *, shape):
         x = inputs[0]
@@ -171,6 +181,9 @@ class Index(Primitive):
 
     def kernel(self, xp, x, *idx, spec):
         return x[resolve_index(spec, idx)]
+
+    def view_strides(self, shape, strides, offset, *, spec):
+        return strided_views.indexed(shape, strides, offset, tuple(spec))
 
     def vjp(self, g, inputs, node, *, spec):
         x, *idx = inputs

@@ -7,7 +7,7 @@ A `Primitive` states in one place:
   4. `c_expr`: for an elementwise primitive the C renderer's table does not spell
      (kiln/jit/backends/render), its own C expression template, so it fuses too;
   5. its capabilities, which the compiler's passes and backends ask instead of its name:
-     `fuses`, `transcendental`, `broadcast`, `reduction`, `identity`, `indexed`, `is_view`.
+     `fuses`, `transcendental`, `broadcast`, `reduction`, `identity`, `indexed`, `is_view`, `view_strides`.
 
 `bind` runs the kernel, records an autograd `Node` when needed, and reports the
 call to the active tracer (see kiln.jit), so eager, autograd and the compiler
@@ -15,7 +15,7 @@ all share these definitions.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -76,6 +76,9 @@ class Primitive:
     reduction: Reduction | None = None  # a reduction over params["axes"], and how it folds values
     identity: bool = False  # value-preserving: the output holds input 0's values in C order (reshape, detach)
     indexed: bool = False  # reads or writes along the last axis at int64 indices (gather, scatter_add)
+    # a view whose result reads input 0's memory at static strides: a method giving, from input 0's (shape, element
+    # strides, element offset) and the params, the result's, or None where the kernel copies (ops/strided_views.py)
+    view_strides: Callable[..., tuple[tuple, tuple, int] | None] | None = None
 
     def saved_inputs(self, inputs: tuple) -> tuple[int, ...]:
         """The inputs whose values the VJP reads for this call (`saves_inputs`; a primitive whose VJP reads an

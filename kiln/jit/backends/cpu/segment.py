@@ -49,7 +49,7 @@ from . import fusion, gemm, rows
 from .arena import Interval, assign_offsets
 from .codegen import FusedElementwise
 from .rowcode import RowKernel, Unpack
-from .views import VIEW_PRIMS, Layout, view_layout
+from .views import Layout, view_layout
 from .im2col import fold_problem, unfold_problem
 from .windows import is_window
 
@@ -175,10 +175,9 @@ def _python(a: Analysis, node: Node, why: str) -> None:
 
 
 def _classify(a: Analysis, node: Node) -> None:
-    name = node.prim.name
     if not all(_static(v) for v in (*node.inputs, node.out)):
         return _python(a, node, "symbolic shape")
-    if name in VIEW_PRIMS:
+    if node.prim.view_strides is not None:  # a view kiln follows: its value is its input's memory, restrided
         x = node.inputs[0]
         layout = view_layout(node, a.layout[x.id]) if x.id in a.layout else None
         if layout is None or layout.shape != tuple(node.out.shape):
