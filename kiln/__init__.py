@@ -15,6 +15,7 @@ from .ops.primitive import ShapeError
 from .random import Generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state
 from .tensor import Tensor, as_tensor, from_numpy, is_tensor, tensor
 from . import tensor_methods as _tensor_methods  # noqa: F401 - attaches Tensor methods
+from . import tensor_methods_compound as _tensor_methods_compound  # noqa: F401 - and more
 from .functional import *  # noqa: F403
 from .functional.diagonal import diag, diag_embed, diagonal, trace
 from .functional.bitwise import bitwise_and, bitwise_not, bitwise_or, bitwise_xor, equal
@@ -23,6 +24,15 @@ from .functional.scatter import scatter, scatter_reduce
 from .functional.trig import (acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, asin, asinh,
                               atan, atan2, atanh, cosh, sinh, tan)
 from .functional.shape import roll
+# (imported here, not by kiln.functional, so that these modules stay out of the eager core's import cycle)
+from .functional.aliases import (absolute, divide, greater, greater_equal, less, less_equal, moveaxis, multiply,
+                                 negative, not_equal, numel, ravel, subtract, swapdims, true_divide)
+from .functional.compound import (addbmm, addcdiv, addcmul, addmm, addmv, addr, baddbmm, clamp_max, clamp_min,
+                                  count_nonzero, diff, expm1, fix, frac, lerp, log2, log10, logaddexp, logit, nan_to_num,
+                                  nanmean, nansum, sgn, std_mean, trunc, var_mean, xlogy)
+from .functional.rearrange import (atleast_1d, atleast_2d, atleast_3d, column_stack, dstack, fliplr, flipud, hstack,
+                                   meshgrid, repeat_interleave, rot90, row_stack, tensor_split, tril_indices,
+                                   triu_indices, unflatten, vstack)
 from .legacy_tensors import (BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
                              LongTensor)
 from . import functional, autograd  # noqa: F401

@@ -1,4 +1,4 @@
-"""Distances between batches of vectors: pairwise_distance and cosine_similarity."""
+"""Distances and norms of batches of vectors: pairwise_distance, cosine_similarity and normalize."""
 from __future__ import annotations
 
 from ..tensor import Tensor
@@ -21,3 +21,11 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     n1 = clamp(norm(x1, 2, dim), eps)
     n2 = clamp(norm(x2, 2, dim), eps)
     return div(sum(mul(x1, x2), dim), mul(n1, n2))
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:  # noqa: A002
+    """input / max(||input||_p, eps) along `dim`: unit vectors (rows of a batch by default).
+
+    >>> kiln.nn.functional.normalize(kiln.tensor([[3.0, 4.0]]))  # [[0.6, 0.8]]
+    """
+    return div(input, clamp(norm(input, p, dim, keepdim=True), eps))

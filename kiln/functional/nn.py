@@ -1,6 +1,6 @@
 """The neural-network functional ops (the body of ``kiln.nn.functional``)."""
 from .conv_transpose import conv_transpose1d, conv_transpose2d
-from .distance import cosine_similarity, pairwise_distance
+from .distance import cosine_similarity, normalize, pairwise_distance
 from .dropouts import alpha_dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
 from .interpolate import interpolate
 from .normalization import group_norm, rms_norm
@@ -34,7 +34,7 @@ __all__ = [
     "huber_loss", "kl_div", "poisson_nll_loss", "gaussian_nll_loss", "soft_margin_loss", "margin_ranking_loss",
     "hinge_embedding_loss", "cosine_embedding_loss", "multilabel_soft_margin_loss", "multilabel_margin_loss",
     "multi_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss",
-    "pairwise_distance", "cosine_similarity",
+    "pairwise_distance", "cosine_similarity", "normalize",
     "celu", "glu", "hardsigmoid", "hardswish", "prelu", "relu6", "selu", "softsign", "tanhshrink", "threshold",
     "embedding_bag", "instance_norm", "pixel_shuffle", "pixel_unshuffle",
 ]

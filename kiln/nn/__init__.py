@@ -13,6 +13,7 @@ from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
+from .parameter_container import ParameterDict, ParameterList
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
 from .embedding_bag import EmbeddingBag
@@ -47,7 +48,7 @@ from . import modules  # noqa: E402 - kiln.nn.modules.<sub>, PyTorch's import pa
 
 __all__ = [
     "functional", "grad", "init", "utils", "Module", "Parameter", "RemovableHandle", "IncompatibleKeys",
-    "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d",
+    "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d",
     "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "Unflatten", "ReLU", "LeakyReLU", "GELU",
     "SiLU", "Tanh", "Sigmoid", "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "Embedding", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",

@@ -296,6 +296,12 @@ class Round(_Rounding):
     name, _ufunc = "round", "round"
 
 
+class Trunc(_Rounding):
+    """Round toward zero."""
+
+    name, _ufunc = "trunc", "trunc"
+
+
 class LogicalNot(Primitive):
     name = "logical_not"
     fuses = True

@@ -16,7 +16,7 @@ from .activation import (
 )
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .batchnorm import BatchNorm1d, BatchNorm2d
-from .container import ModuleDict, ModuleList, Sequential
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
@@ -53,6 +53,7 @@ __all__ = [
     "GELU", "GRU", "GRUCell", "GaussianNLLLoss", "GroupNorm", "HingeEmbeddingLoss", "HuberLoss",
     "Identity", "KLDivLoss", "L1Loss", "LSTM", "LSTMCell", "LayerNorm", "LeakyReLU", "Linear",
     "LogSoftmax", "MSELoss", "MarginRankingLoss", "MaxPool2d", "Module", "ModuleDict", "ModuleList",
+    "ParameterDict", "ParameterList",
     "MultiLabelMarginLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "MultiheadAttention",
     "NLLLoss", "PairwiseDistance", "PoissonNLLLoss", "RMSNorm", "RNN", "RNNBase", "RNNCell",
     "RNNCellBase", "ReLU", "Sequential", "SiLU", "Sigmoid", "SmoothL1Loss", "SoftMarginLoss", "Softmax",
