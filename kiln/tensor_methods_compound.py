@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .functional import aliases, compound, math, rearrange
 from .tensor import Tensor
-from .tensor_methods import apply_inplace
+from .tensor_methods import _method, apply_inplace
 
 _METHODS: dict[str, Callable] = {
     **{name: getattr(compound, name) for name in (
@@ -29,15 +29,6 @@ _IN_PLACE = ("addmm", "addmv", "addr", "baddbmm", "addbmm", "addcmul", "addcdiv"
              "log2", "log10", "expm1", "trunc", "fix", "frac", "sgn", "xlogy", "logit", "nan_to_num", "divide",
              "true_divide", "multiply", "subtract", "greater", "greater_equal", "less", "less_equal", "not_equal",
              "negative", "absolute")
-
-
-def _method(fn: Callable) -> Callable:
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
-        return fn(self, *args, **kwargs)
-
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
 
 
 def _in_place(name: str, fn: Callable) -> Callable:
