@@ -534,10 +534,6 @@ def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = 
     return out
 
 
-def zeros_like_t(x: Tensor) -> Tensor:
-    return Tensor._wrap(x._device.xp.zeros_like(x._data), x._device)
-
-
 def cumsum(x: Tensor, dim: int | None = None, *, axis: int | None = None, dtype: Any = None) -> Tensor:
     d = dim if dim is not None else axis
     if d is None:

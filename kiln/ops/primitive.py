@@ -22,7 +22,7 @@ import numpy as np
 from .. import autograd
 from ..autograd import Node
 from ..device import check_same_device
-from ..dtypes import DType, from_numpy_dtype
+from ..dtypes import DType
 from ..trace_state import trace_state
 from ..unread_inputs import ShapeOnly
 from .quiet import quiet
@@ -226,12 +226,3 @@ def bind_binary(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
     if tracer is not None:
         tracer.record(prim, (a, b), _NO_PARAMS, out)
     return out
-
-
-def abstract_eval(prim: Primitive, inputs: tuple, params: dict) -> AbstractValue:
-    """The abstract rule applied to concrete tensors (used by tests and the compiler)."""
-    return prim.abstract(*[AbstractValue(tuple(t.shape), t.dtype) for t in inputs], **params)
-
-
-def result_dtype(data: np.ndarray) -> DType:
-    return from_numpy_dtype(data.dtype)

@@ -10,13 +10,6 @@ from __future__ import annotations
 from .rewrite import Pat, Rule, RewritePass
 
 
-def _same_type(root_var: str = "x"):
-    def check(v, m):
-        x = m.captures.get(root_var)
-        return x is not None and x.shape == v.shape and x.dtype is v.dtype
-    return check
-
-
 def _identity(op: str, literal: float, commutative: bool) -> Rule:
     pattern = Pat(op, Pat.any("x"), Pat.literal(literal), commutative=commutative)
     return Rule(pattern, lambda m, b: m["x"], name=f"{op}(x, {literal}) -> x")
