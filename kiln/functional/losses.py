@@ -8,6 +8,7 @@ from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .activations import log_softmax
 from .checks import checked_targets
+from .loss_compiled import compiled_cross_entropy
 from .loss_fast import fast_cross_entropy
 from .math import _count, add, cast, div, mul, ne, neg, sum, where
 from .reduction import check_reduction, legacy_reduction, reduce_loss
@@ -93,6 +94,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,  
     reduction = check_reduction(legacy_reduction(size_average, reduce, reduction), "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    compiled = compiled_cross_entropy(_cross_entropy, input, target, weight, ignore_index, reduction, label_smoothing)
+    if compiled is not None:
+        return compiled
     fast = fast_cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     if fast is not None:
         return fast

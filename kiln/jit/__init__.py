@@ -13,6 +13,7 @@ from .api import (CompiledFunction, DynamicJITFunction, JITFunction, JITModule, 
 from .cache import CacheKey, CompilationStats, PlanCache
 from .ir import Graph, InputSpec, Node, Value
 from .trace import GraphBreakError, Tracer
+from . import eager_plans as _eager_plans  # noqa: F401 - installs the compiled eager cross-entropy
 
 __all__ = ["CacheKey", "CompilationStats", "CompiledFunction", "DynamicJITFunction", "Graph",
            "GraphBreakError", "InputSpec", "JITFunction", "JITModule", "Node", "PlanCache", "Tracer",
