@@ -1,7 +1,7 @@
 """Sparse-dense matrix products: `mm` (= `spmm`) and `matmul`.
 
 ``sparse @ dense`` is computed without densifying the sparse operand: the rows of the
-dense matrix that the entries' column indices pick are gathered (``index_select``),
+dense matrix that the entries' column indices pick are gathered (an ``index_select``),
 scaled by the entries' values, and scatter-added into the output rows (``scatter_add``).
 The work is O(nnz * columns). These are ordinary kiln ops, so gradients reach the dense
 operand and the sparse values, and kiln.compile traces the product. The sum is
@@ -15,7 +15,7 @@ from typing import Any
 from ..dtypes import DTypeMismatchError
 from ..functional.creation import zeros
 from ..functional.math import matmul as dense_matmul
-from ..functional.shape import index_select, reshape, scatter_add, transpose
+from ..functional.shape import bind_index, reshape, scatter_add_unchecked, transpose
 from ..ops.primitive import ShapeError
 from ..tensor import Tensor
 from .coo import SparseCOOTensor, _describe
@@ -80,8 +80,9 @@ def _sparse_dense(s: SparseCOOTensor, d: Tensor) -> Tensor:
     dense = reshape(d, (inner, 1)) if vector else d
     cols = dense.shape[1]
     nnz = s._nnz()
-    picked = index_select(dense, 0, s._idx[1])  # (nnz, cols): the row of `dense` each entry multiplies
+    # (the indices were checked against the shape when the sparse tensor was made: no range check per product)
+    picked = bind_index(dense, [s._idx[1]], (("t",), ("s", None, None, None)))  # (nnz, cols): each entry's row
     scaled = picked * reshape(s._vals, (nnz, 1))
     target = reshape(s._idx[0], (nnz, 1)).expand(nnz, cols)
-    out = scatter_add(zeros(rows, cols, dtype=d.dtype, device=d.device), 0, target, scaled)
+    out = scatter_add_unchecked(zeros(rows, cols, dtype=d.dtype, device=d.device), 0, target, scaled)
     return reshape(out, (rows,)) if vector else out
