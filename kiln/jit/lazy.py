@@ -54,10 +54,11 @@ class Step:
     from `SegmentPlans.root`. Realizations end at a step, so (step, outputs) names a graph structure
     without hashing the whole sequence again."""
 
-    __slots__ = ("children",)
+    __slots__ = ("children", "aval")
 
-    def __init__(self) -> None:
+    def __init__(self, aval: AbstractValue | None = None) -> None:
         self.children: dict[tuple, Step] = {}
+        self.aval = aval  # the shape and dtype of the result of the op that leads here
 
 
 MAX_STEPS = 100_000  # trie nodes one djit function keeps before it starts over (a structure per call)
@@ -78,15 +79,15 @@ class SegmentPlans:
         self._steps = 0
         self.plans: dict[tuple, Any] = {}  # (step, outputs) -> a plan, or the graph seen once (not compiled)
 
-    def step(self, at: Step, key: tuple) -> Step:
-        """The child of `at` for an op with structural `key` (made now if new)."""
+    def step(self, at: Step, key: tuple, aval: AbstractValue) -> Step:
+        """The child of `at` for an op with structural `key`, whose result is `aval` (made now if new)."""
         child = at.children.get(key)
         if child is None:
             with self._lock:
                 if self._steps >= MAX_STEPS:  # start over rather than grow without bound
                     self.root, self._steps, self.plans = Step(), 0, {}
                     self.stats.cache_size = 0
-                child = at.children[key] = Step()
+                child = at.children[key] = Step(aval)
                 self._steps += 1
         return child
 
@@ -118,17 +119,6 @@ HOT_REALIZATIONS = 16
 """Realizations in one call past which each one's site is noted, for the djit warning about a value Python
 needs inside a hot loop (frontends.py)."""
 
-_RUN_NOW: dict[Primitive, bool] = {}  # prim -> whether it runs at once (random ops and checks)
-_AVALS: dict[tuple, AbstractValue] = {}  # (prim, input shapes and dtypes, param key) -> the result's
-_AVALS_MAX = 4096
-
-
-def _runs_now(prim: Primitive) -> bool:
-    flag = _RUN_NOW.get(prim)
-    if flag is None:
-        flag = _RUN_NOW[prim] = bool(prim.is_random or prim.is_check)
-    return flag
-
 
 class LazyRecorder:
     """The ops one djit call has recorded and not yet run (see the module docstring)."""
@@ -147,7 +137,7 @@ class LazyRecorder:
     def defer(self, prim: Primitive, inputs: tuple, params: dict) -> Any:
         """A tensor holding the pending result of ``prim(*inputs, **params)``, or None when the op must run
         now (after its pending inputs are realized): see the module docstring."""
-        if not inputs or _runs_now(prim):
+        if not inputs or prim.is_random or prim.is_check:  # (these run at once, in program order)
             self.realize_inputs(inputs)
             return None
         refs = []
@@ -174,15 +164,12 @@ class LazyRecorder:
             avals.append((data.shape, data.dtype))
         if prim.is_view and not pending_input:
             return None  # a view of real memory: NumPy makes it now, sharing memory as in eager
-        pkey = fast_param_key(params) if params else ()
-        shapes = tuple(avals)
-        cached = (prim, shapes, pkey)
-        aval = _AVALS.get(cached)
-        if aval is None:
+        key = (prim, tuple(refs), tuple(avals), fast_param_key(params) if params else ())
+        step = self.at.children.get(key)  # the same op after the same ops: its result's shape is known
+        if step is None:
             aval = prim.abstract(*[AbstractValue(shape, from_numpy_dtype(dtype)) for shape, dtype in avals], **params)
-            if len(_AVALS) >= _AVALS_MAX:
-                _AVALS.clear()
-            _AVALS[cached] = aval
+            step = self.plans.step(self.at, key, aval)
+        aval = step.aval
         index = len(self.ops)
         pending = PendingArray(aval.shape, aval.dtype.np, self, index)
         out = _new(type(inputs[0]))
@@ -194,11 +181,10 @@ class LazyRecorder:
                     out.requires_grad = True
                     out._node = autograd.Node(prim, inputs, params, out)
                     break
-        refs = tuple(refs)
         # a view of one pending tensor is remade from its realized base; one with index tensors copies anyway
         source = inputs[0] if prim.is_view and len(inputs) == 1 else None
-        self.ops.append((prim, refs, params, weakref.ref(pending), weakref.ref(out), source))
-        self.at = self.plans.step(self.at, (prim, refs, shapes, pkey))
+        self.ops.append((prim, key[1], params, weakref.ref(pending), weakref.ref(out), source))
+        self.at = step
         return out
 
     def realize_inputs(self, inputs: tuple) -> None:
