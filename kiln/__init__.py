@@ -30,6 +30,8 @@ from .functional.aliases import (absolute, divide, greater, greater_equal, less,
 from .functional.compound import (addbmm, addcdiv, addcmul, addmm, addmv, addr, baddbmm, clamp_max, clamp_min,
                                   count_nonzero, diff, expm1, fix, frac, lerp, log2, log10, logaddexp, logit, nan_to_num,
                                   nanmean, nansum, sgn, std_mean, trunc, var_mean, xlogy)
+from .functional.selection import (argwhere, bincount, bucketize, kthvalue, masked_select, median, msort, nonzero,
+                                   quantile, searchsorted)
 from .functional.rearrange import (atleast_1d, atleast_2d, atleast_3d, column_stack, dstack, fliplr, flipud, hstack,
                                    meshgrid, repeat_interleave, rot90, row_stack, tensor_split, tril_indices,
                                    triu_indices, unflatten, vstack)

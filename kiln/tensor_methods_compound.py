@@ -1,5 +1,5 @@
-"""Tensor methods for PyTorch's compound ops and alternative names (functional/compound.py, aliases.py and
-rearrange.py): ``x.addcmul_(a, b, value=v)``, ``x.lerp_(y, w)``, ``x.clamp_min(0)``, ``x.log2()``, ...
+"""Tensor methods for PyTorch's compound ops, alternative names and selections (functional/compound.py,
+aliases.py, rearrange.py and selection.py): ``x.addcmul_(a, b, value=v)``, ``x.lerp_(y, w)``, ``x.clamp_min(0)``, ``x.log2()``, ...
 
 Each in-place form computes the out-of-place result and writes it into the tensor (tensor_methods.apply_inplace),
 so views see it, autograd records it, and every tensor argument takes part in the checks.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .functional import aliases, compound, math, rearrange
+from .functional import aliases, compound, math, rearrange, selection
 from .tensor import Tensor
 from .tensor_methods import _method, apply_inplace
 
@@ -22,6 +22,8 @@ _METHODS: dict[str, Callable] = {
         "not_equal", "negative", "absolute", "swapdims", "moveaxis", "ravel")},
     **{name: getattr(rearrange, name) for name in (
         "fliplr", "flipud", "rot90", "repeat_interleave", "unflatten", "tensor_split")},
+    **{name: getattr(selection, name) for name in (
+        "median", "kthvalue", "quantile", "msort", "nonzero", "argwhere", "masked_select", "bincount")},
     "outer": math.outer, "ger": math.outer,
 }
 
