@@ -35,6 +35,9 @@ from .functional.selection import (argwhere, bincount, bucketize, kthvalue, mask
 from .functional.rearrange import (atleast_1d, atleast_2d, atleast_3d, column_stack, dstack, fliplr, flipud, hstack,
                                    meshgrid, repeat_interleave, rot90, row_stack, tensor_split, tril_indices,
                                    triu_indices, unflatten, vstack)
+from .dtype_info import (can_cast, finfo, iinfo, is_complex, is_floating_point, is_nonzero, promote_types,
+                         result_type)
+from .threads import get_num_threads, set_num_threads
 from .legacy_tensors import (BFloat16Tensor, BoolTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
                              LongTensor)
 from . import functional, autograd  # noqa: F401

@@ -95,6 +95,22 @@ def blas_threads() -> int:
     return max(1, int(ask()))
 
 
+def set_blas_threads(n: int) -> bool:
+    """Make NumPy's OpenBLAS use `n` threads from now on; False when kiln does not know its BLAS or cannot tell it."""
+    found = numpy_blas()
+    if found is None:
+        return False
+    prefix, suffix = found.flavour.split("cblas_*")
+    try:
+        tell = getattr(ctypes.CDLL(found.library), f"{prefix}openblas_set_num_threads{suffix}")
+    except (AttributeError, OSError):
+        return False
+    tell.argtypes = [ctypes.c_int]
+    tell.restype = None
+    tell(int(n))
+    return True
+
+
 def numpy_blas() -> NumpyBlas | None:
     """NumPy's CBLAS functions when kiln knows their ABI, else None (looked up once per process)."""
     with _lock:
