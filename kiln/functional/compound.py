@@ -33,8 +33,10 @@ def _scaled_sum(input: Any, product: Tensor, beta: Any, alpha: Any) -> Tensor:  
     return add(input if beta == 1 else mul(input, beta), product)
 
 
-def _check_rank(op: str, **tensors: Tensor) -> None:
-    for name, (t, rank) in tensors.items():
+def _check_rank(op: str, **operands: tuple[Any, int]) -> None:
+    """Raise a ShapeError naming the operand unless each (value, rank) is a tensor of that many dims."""
+    for name, (value, rank) in operands.items():
+        t = _as_tensor(value)
         if t.ndim != rank:
             raise ShapeError(f"{op}: {name} must be a {rank}-D tensor, got shape {tuple(t.shape)}")
 
