@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -81,34 +82,33 @@ def _lookup() -> NumpyBlas | None:
     return None
 
 
-def blas_threads() -> int:
-    """Threads NumPy's OpenBLAS uses now (1 when kiln does not know its BLAS or cannot ask it)."""
+def openblas_function(name: str, argtypes: list, restype: Any) -> Any:
+    """OpenBLAS's C function `name` (``openblas_get_num_threads``, ...) in NumPy's BLAS, with its symbol's
+    prefix and suffix and the given signature; None when kiln does not know that BLAS or it lacks the function."""
     found = numpy_blas()
     if found is None:
-        return 1
+        return None
     prefix, suffix = found.flavour.split("cblas_*")
     try:
-        ask = getattr(ctypes.CDLL(found.library), f"{prefix}openblas_get_num_threads{suffix}")
+        function = getattr(ctypes.CDLL(found.library), f"{prefix}{name}{suffix}")
     except (AttributeError, OSError):
-        return 1
-    ask.restype = ctypes.c_int
-    return max(1, int(ask()))
+        return None
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
+def blas_threads() -> int:
+    """Threads NumPy's OpenBLAS uses now (1 when kiln does not know its BLAS or cannot ask it)."""
+    ask = openblas_function("openblas_get_num_threads", [], ctypes.c_int)
+    return 1 if ask is None else max(1, int(ask()))
 
 
 def set_blas_threads(n: int) -> bool:
     """Make NumPy's OpenBLAS use `n` threads from now on; False when kiln does not know its BLAS or cannot tell it."""
-    found = numpy_blas()
-    if found is None:
-        return False
-    prefix, suffix = found.flavour.split("cblas_*")
-    try:
-        tell = getattr(ctypes.CDLL(found.library), f"{prefix}openblas_set_num_threads{suffix}")
-    except (AttributeError, OSError):
-        return False
-    tell.argtypes = [ctypes.c_int]
-    tell.restype = None
-    tell(int(n))
-    return True
+    tell = openblas_function("openblas_set_num_threads", [ctypes.c_int], None)
+    if tell is not None:
+        tell(int(n))
+    return tell is not None
 
 
 def numpy_blas() -> NumpyBlas | None:

@@ -42,19 +42,9 @@ _state: dict = {}
 
 def _setter():
     """OpenBLAS's ``openblas_set_threads_callback_function`` in NumPy's BLAS, or None."""
-    from .blas import numpy_blas  # noqa: PLC0415 - blas imports NumPy's extension lazily
+    from .blas import openblas_function  # noqa: PLC0415 - blas imports NumPy's extension lazily
 
-    found = numpy_blas()
-    if found is None:
-        return None
-    prefix, suffix = found.flavour.split("cblas_*")
-    try:
-        setter = getattr(ctypes.CDLL(found.library), f"{prefix}{_CALLBACK}{suffix}")
-    except (AttributeError, OSError):
-        return None
-    setter.argtypes = [ctypes.c_void_p]
-    setter.restype = None
-    return setter
+    return openblas_function(_CALLBACK, [ctypes.c_void_p], None)
 
 
 def _back_to_openblas_threads() -> None:
