@@ -22,7 +22,7 @@ CI = settings(deadline=None, derandomize=True, database=None, print_blob=False,
               suppress_health_check=list(HealthCheck))
 
 
-@settings(CI, max_examples=300)
+@settings(CI, max_examples=150)
 @given(programs())
 def test_programs_agree_eager_and_compiled(program):
     result = check_program(program)

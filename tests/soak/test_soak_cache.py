@@ -15,7 +15,7 @@ import numpy as np
 import kiln
 from kiln import nn
 
-CALLS = 10_000
+CALLS = 5_000
 SIZES = list(range(1, 51))
 CACHE = 8
 
@@ -44,7 +44,7 @@ def _refs(entry) -> list:
     return refs
 
 
-def test_ten_thousand_calls_fifty_sizes_cache_of_eight():
+def test_five_thousand_calls_fifty_sizes_cache_of_eight():
     f = kiln.compile(_fn, max_cache_entries=CACHE, dynamic=False)  # a plan per size: the cache churns
     inputs = {n: (kiln.ones(n), kiln.full((n,), -1.0)) for n in SIZES}
     expected = {n: _fn(*inputs[n]).numpy().copy() for n in SIZES}
@@ -61,7 +61,7 @@ def test_ten_thousand_calls_fifty_sizes_cache_of_eight():
                 np.testing.assert_array_equal(out.numpy(), expected[n])
             if i == warm:
                 blocks0, rss0 = settle(), rss_bytes()
-            if i in (2_000, 4_000, 6_000):  # remember today's plans; later calls evict them
+            if i in (1_500, 2_000, 2_500):  # remember today's plans; later calls evict them
                 evicted_refs.extend(r for e in f.cache_entries for r in _refs(e))
             if i == traced_from:
                 settle()
@@ -74,7 +74,7 @@ def test_ten_thousand_calls_fifty_sizes_cache_of_eight():
 
     s = f.stats
     assert s.hits + s.misses + s.fallbacks == CALLS
-    assert s.fallbacks == 0 and s.misses > 5_000 and s.hits > 1_000
+    assert s.fallbacks == 0 and s.misses > 3_000 and s.hits > 500
     assert s.cache_size == len(f.cache_entries) == CACHE
     assert s.evictions == s.misses - s.cache_size
     assert s.traces == s.misses
