@@ -12,7 +12,7 @@ import kiln
 import kiln.functional as F  # noqa: N812
 from kiln.data import DataLoader, load_digits
 
-from .artifacts import prepare_out_dir, save_plot, save_weights
+from .artifacts import DemoError, prepare_out_dir, save_plot, save_weights
 from .model import ARCHITECTURE, build_model, build_optimizer, describe_stack, set_lr
 from .progress import make_progress
 

@@ -70,3 +70,13 @@ def test_bad_ranks_is_a_usage_error(value, capsys):
         cli.main(["demo", "--ranks", value])
     assert exc.value.code == 2
     assert "expected a positive integer" in capsys.readouterr().err
+
+
+def test_a_rank_count_unlike_the_launchers_is_a_demo_error(monkeypatch):
+    """A rank started by an MPI launcher for another world size says so (a DemoError, not a NameError)."""
+    from kiln.demo import DemoConfig, DemoError
+    from kiln.demo.train import join_world
+
+    monkeypatch.setenv("PMI_SIZE", "3")
+    with pytest.raises(DemoError, match=r"ranks=2 but this process was started as one of 3"):
+        join_world(DemoConfig(ranks=2))
