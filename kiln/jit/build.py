@@ -18,7 +18,7 @@ from .executor import InferenceEntry, OutputLayout, TrainingEntry
 from .output_alias import Source, find_aliases, source_of_spec
 from .passes import PassLog, inference_pipeline, logging_passes, run_pass, training_pipeline
 from .symbolic import unique_guards
-from .step_binding import grad_owner
+from .step_replay import grad_owner
 from .trace import Trace, element_strides
 
 

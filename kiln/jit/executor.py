@@ -28,8 +28,8 @@ from .branches import WRONG_PATH, took_the_same_path
 from .ir import Graph, InputSpec
 from .output_alias import OutputAliases
 from .pytree import TreeDef, unflatten
-from .step_binding import StepBinding, grad_owner, state_entry, write_target
-from .step_binding import memory_owner as _owner
+from .step_replay import StepBinding, grad_owner, state_entry, write_target
+from .step_replay import memory_owner as _owner
 from .symbolic import resolve, resolve_output_statics
 
 
@@ -110,7 +110,7 @@ def _wrap(array: Any, like_device: Any) -> Tensor:
 class InferenceEntry:
     """A cached inference plan, or a whole training step (backward and optimizer inside).
 
-    A `StepBinding` (whole steps, see step_binding.py) fills the hyperparameter inputs and,
+    A `StepBinding` (whole steps, see step_replay.py) fills the hyperparameter inputs and,
     after the plan ran, sets ``.grad`` and new optimizer state from the outputs after the user's.
     """
 

@@ -39,8 +39,8 @@ from .misslog import MissLog, MissReason, warn_once
 from .module_state import ModuleState
 from .passes import PassLog
 from .pytree import flatten, unflatten
-from .read_values import Compiled
-from .step_binding import state_entry
+from .chain_values import Compiled
+from .step_replay import state_entry
 from .symbolic import SymFloat, SymInt, guards_hold, is_symbolic, resolve_leaf
 from .trace import GraphBreakError, Trace, Tracer, trace
 

@@ -39,8 +39,8 @@ import numpy as np
 from ..tensor import LeafHookEpoch, Tensor
 from .module_state import SCALARS as _SCALARS, ModuleState
 from .pytree import flatten
-from .read_scan import MUTATORS, scan
-from .read_values import MISSING, OPAQUE, ByIdentity, TooLarge, attr, class_attribute, content_key, default_of, \
+from .bytecode_reads import MUTATORS, scan
+from .chain_values import MISSING, OPAQUE, ByIdentity, TooLarge, attr, class_attribute, content_key, default_of, \
     evaluate, is_compiled, item, root_value
 
 __all__ = ["ByIdentity", "Guards", "Note", "chain_name"]
@@ -488,7 +488,7 @@ def _is_optimizer(value: Any) -> bool:
 
 def _through_optimizer(root: tuple, steps: tuple, args: tuple, kwargs: dict) -> Any:
     """The optimizer whose ``state`` or ``param_groups`` a chain goes through, else None. A trace
-    reads those through its step capture (kiln.jit.step_capture): hyperparameters on every call,
+    reads those through its step capture (kiln.jit.step_trace): hyperparameters on every call,
     state through its path, and a write the plan cannot replay is a graph break, so neither is a
     baked read nor a silent side effect."""
     value = root_value(root, args, kwargs)

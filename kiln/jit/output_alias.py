@@ -33,7 +33,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .ir import Graph, Value
-from .step_binding import grad_owner, memory_owner, state_entry
+from .step_replay import grad_owner, memory_owner, state_entry
 from .symbolic import resolve
 
 class Source(NamedTuple):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Iterable
 
-from .step_binding import grad_owner
+from .step_replay import grad_owner
 
 _SLOTS = 64
 _LOCKS = tuple(threading.Lock() for _ in range(_SLOTS))

@@ -6,7 +6,7 @@ reference (read fresh on each call); frontend scalar literals are baked in.
 Random keys become "rng" inputs, in-place updates of outside tensors become state
 writes, and turning a traced tensor into a Python value is a graph break. A whole
 training step (backward and optimizer.step() inside) also touches ``.grad``, optimizer
-state and hyperparameters: the tracer hands those to its `StepCapture` (step_capture.py).
+state and hyperparameters: the tracer hands those to its `StepCapture` (step_trace.py).
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from ..tensor import Tensor
 from .hyper import HyperScalar
 from .ir import Graph, InputSpec, Node, StateWrite, Value
 from ..tensor import Literal
-from .step_binding import StepBinding
-from .step_capture import StepCapture
+from .step_replay import StepBinding
+from .step_trace import StepCapture
 from .symbolic import Expr, SymInt, concrete, is_symbolic, symbols
 from .user_frames import user_location, user_stacklevel  # noqa: F401 - also imported from here
 
@@ -372,7 +372,7 @@ class Tracer:
             self.stale.add(id(owner))
         self.stale.discard(id(target))
 
-    # ---- whole training steps: .grad, optimizers, hyperparameters (step_capture.py) ----
+    # ---- whole training steps: .grad, optimizers, hyperparameters (step_trace.py) ----
     def step_capture(self) -> StepCapture:
         """The capture of what this trace does to ``.grad``, optimizers and hyperparameters."""
         if self._capture is None:
@@ -455,7 +455,7 @@ def trace(fn: Any, args: tuple, kwargs: dict | None = None, *, fullgraph: bool =
     the leaf index); `dynamic` maps a leaf index to the dims that are symbolic
     ({dim: name}); a `module`'s parameters and buffers are inputs too; the tensor leaves of the result become the graph's outputs. With
     `no_grad`, the function runs without recording gradients (inference tracing). The
-    `optimizers` the function reaches are registered before it runs (see step_capture.py). The
+    `optimizers` the function reaches are registered before it runs (see step_trace.py). The
     `automatic` symbols are dims kiln made dynamic by itself: specializing one does not warn, it is
     noted in ``tracer.specialized_automatic``.
     """

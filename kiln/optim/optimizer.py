@@ -8,7 +8,7 @@ version guards) correct. Inside a function compiled with kiln.compile, `step()` 
 `_traced_update_group` instead: the same update written in kiln ops, which the tracer
 records into the plan (in-place updates of parameters and state become state writes,
 hyperparameters read from `param_groups` become inputs read on every call; see
-kiln.jit.step_capture). A subclass that writes `_update_group` in kiln ops needs nothing
+kiln.jit.step_trace). A subclass that writes `_update_group` in kiln ops needs nothing
 more: the default `_traced_update_group` calls it.
 
 Eagerly, the built-in optimizers run one generated C kernel per dtype for all parameters of

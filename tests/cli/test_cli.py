@@ -99,7 +99,7 @@ def test_cache_info_and_clear(tmp_path):
 def test_cache_clear_removes_what_a_compile_built(tmp_path):
     cache = tmp_path / "kiln-cache"
     env = {"KILN_CACHE_DIR": str(cache), "KILN_SHARED_BLAS_TEAM": "0"}  # one kernel: no BLAS team callback library
-    script = ("import kiln; from kiln.jit.backends.cpu import fusion; fusion.MIN_ELEMENTS = 1\n"
+    script = ("import kiln; from kiln.jit.backends.cpu import elementwise_groups; elementwise_groups.MIN_ELEMENTS = 1\n"
               "kiln.compile(lambda x: (x * 2.0).relu(), backend='cpu')(kiln.randn(3, 3))\n")
     built = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env},
                            cwd=ROOT, timeout=120)

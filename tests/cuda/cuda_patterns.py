@@ -15,7 +15,7 @@ import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
 from kiln.jit.backends.cpu.codegen import FusedElementwise
-from kiln.jit.backends.cpu.fusing import fuse
+from kiln.jit.backends.cpu.fuse_graph import fuse
 from kiln.jit.backends.cpu.rowcode import RowKernel
 from kiln.jit.backends.interpret import Plan
 from kiln.models.gpt import Block

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import objects, runtime
+from kiln.jit.backends.cpu import cpython_layout, runtime
 
-needs_native = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
+needs_native = pytest.mark.skipif(not cpu.available() or cpython_layout.object_layout() is None,
                                   reason="no C compiler, or generated code cannot read Python objects here")
 
 

@@ -23,8 +23,8 @@ import json, os, sys
 import numpy as np
 import kiln
 from kiln.jit.backends.cpu import blas_team
-from kiln.jit.backends.cpu import fusion
-fusion.MIN_ELEMENTS = 1
+from kiln.jit.backends.cpu import elementwise_groups
+elementwise_groups.MIN_ELEMENTS = 1
 kiln.compile(lambda x: (x * 2.0).relu(), backend="cpu")(kiln.randn(3, 3))  # loads a kernel library that runs on teams
 rng = np.random.default_rng(0)
 products = {}

@@ -5,7 +5,7 @@ dtypes the C code generator handles and the primitive accepts, a one-node kernel
 rendered and built by the real cpu backend (codegen.FusedElementwise: the same template
 expansion, `{dtype}`/`{f}` substitution, typed locals and compiler flags as fused code)
 and run on the cartesian grid of special values (+-0, +-inf, nan, subnormals, the largest
-finite, +-0.5, +-2.5, ...), tiled past fusion.MIN_ELEMENTS so the vectorized loop runs too.
+finite, +-0.5, +-2.5, ...), tiled past elementwise_groups.MIN_ELEMENTS so the vectorized loop runs too.
 The reference is `prim.kernel(numpy, ...)`, the code eager execution runs.
 
 Comparison: bit for bit (values viewed as unsigned integers, so -0.0 != +0.0), except
@@ -34,8 +34,8 @@ from tolerances import C_EXPR_ULPS
 import kiln
 from kiln.dtypes import ALL_DTYPES, DType, get_dtype
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import codegen, fusion, toolchain
-from kiln.jit.backends.cpu.fusion import Group
+from kiln.jit.backends.cpu import codegen, elementwise_groups, toolchain
+from kiln.jit.backends.cpu.elementwise_groups import Group
 from kiln.jit.backends.render import C
 from kiln.jit.ir import Node, Value
 from kiln.ops.primitive import REGISTRY, AbstractValue, Primitive, bind
@@ -172,7 +172,7 @@ def c_kernel(case: Case, size: int) -> codegen.FusedElementwise:
 
 def c_and_numpy(case: Case) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """(operands, C result, NumPy kernel result) on the grid."""
-    operands = cartesian([grid(get_dtype(d)) for d in case.in_dtypes], fusion.MIN_ELEMENTS)
+    operands = cartesian([grid(get_dtype(d)) for d in case.in_dtypes], elementwise_groups.MIN_ELEMENTS)
     kernel = c_kernel(case, operands[0].size)
     with np.errstate(all="ignore"):
         got = kernel.kernel(np, *operands)
@@ -228,7 +228,7 @@ def test_every_c_expression_is_covered():
     """Each primitive with a c_expr is tested in at least one dtype, and codegen sees no dtype the grid lacks."""
     covered = {case.name for case in ALL_CASES}
     assert set(c_primitives()) <= covered, f"no testable dtype for {sorted(set(c_primitives()) - covered)}"
-    assert fusion.DTYPES <= set(codegen.C_TYPES)
+    assert elementwise_groups.DTYPES <= set(codegen.C_TYPES)
     assert {d.kind for d in c_dtypes()} <= {"b", "i", "f"}
 
 
@@ -258,7 +258,7 @@ def test_c_expression_matches_the_numpy_kernel(kernel_cache, case):
 
 # ---- end to end: kiln.compile(backend="cpu") vs eager -----------------------------------------
 def _tensors(case: Case) -> list[kiln.Tensor]:
-    operands = cartesian([grid(get_dtype(d)) for d in case.in_dtypes], fusion.MIN_ELEMENTS)
+    operands = cartesian([grid(get_dtype(d)) for d in case.in_dtypes], elementwise_groups.MIN_ELEMENTS)
     return [kiln.tensor(o) for o in operands]
 
 
@@ -333,7 +333,7 @@ def test_multiply_add_rounds_twice_like_numpy(kernel_cache, monkeypatch, dtype, 
     """
     monkeypatch.setattr(toolchain, "FLAGS", [*toolchain.FLAGS, *extra_flags])
     rng = np.random.default_rng(0)
-    x, y, z = (kiln.tensor(rng.standard_normal(2 * fusion.MIN_ELEMENTS).astype(dtype)) for _ in range(3))
+    x, y, z = (kiln.tensor(rng.standard_normal(2 * elementwise_groups.MIN_ELEMENTS).astype(dtype)) for _ in range(3))
 
     def fn(x, y, z):
         return x * y + z
@@ -361,7 +361,7 @@ def test_a_third_party_c_expr_is_rendered_and_fused(kernel_cache):
     cube = _Cube()
     cube.name = "cube_from_elsewhere"
     assert cube.name not in C.ops and C.template(cube) == _Cube.c_expr
-    x = np.linspace(-3, 3, fusion.MIN_ELEMENTS, dtype=np.float32)
+    x = np.linspace(-3, 3, elementwise_groups.MIN_ELEMENTS, dtype=np.float32)
     node = Node(cube, [Value(x.shape, get_dtype("float32"))], {}, Value(x.shape, get_dtype("float32")))
     kernel = codegen.FusedElementwise(Group([node]))
     assert "(x0 * x0 * x0)" in kernel.source

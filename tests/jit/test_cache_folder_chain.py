@@ -20,7 +20,7 @@ import pytest
 
 import kiln
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import fusion, toolchain
+from kiln.jit.backends.cpu import elementwise_groups, toolchain
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 needs_cc = pytest.mark.skipif(toolchain.find_compiler() is None or not cpu.available(), reason="no working C compiler")
@@ -29,7 +29,7 @@ needs_cc = pytest.mark.skipif(toolchain.find_compiler() is None or not cpu.avail
 @pytest.fixture
 def fresh(monkeypatch):
     """No toolchain state (loaded kernels, warnings, private folder) from before or after the test."""
-    monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(elementwise_groups, "MIN_ELEMENTS", 1)
     monkeypatch.delenv("KILN_CC_TIMEOUT", raising=False)
     cpu._reset_state()
     yield

@@ -11,7 +11,7 @@ import kiln
 import kiln.nn.functional as F
 from kiln.jit.api import trace_graph
 from kiln.jit.backends import cpu, interpret
-from kiln.jit.backends.cpu import fusion, toolchain
+from kiln.jit.backends.cpu import elementwise_groups, toolchain
 from kiln.jit.executor import gather_inputs
 from kiln.models import gpt, lenet_5, mlp
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not cpu.available(), reason="no C compiler")
 @pytest.fixture
 def fuse_everything(monkeypatch, tmp_path):
     """Fuse even tiny arrays, and build kernels in a fresh cache directory."""
-    monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(elementwise_groups, "MIN_ELEMENTS", 1)
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
     return tmp_path
 
@@ -82,16 +82,16 @@ def test_partial_broadcasts_fuse_through_strided_forms(fuse_everything, shapes):
     graph, inputs = _plans(fn, a, b)
     fused = cpu.fuse(graph)
     assert [n.prim.name for n in fused.nodes] == ["fused[add -> mul -> relu -> sub]"]
-    assert any(f.startswith(fusion.STRIDED) for f in fused.nodes[0].prim.forms)
+    assert any(f.startswith(elementwise_groups.STRIDED) for f in fused.nodes[0].prim.forms)
     got, _ = cpu.lower(graph).run(inputs)
     want, _ = interpret.Plan(graph).run(inputs)
     np.testing.assert_array_equal(got[0], want[0])
 
 
 def test_plain_forms_are_preferred_to_strided_ones():
-    assert fusion.choose_split([(4, 3, 5), (5,)], (4, 3, 5), strided=True) == (2, ["full", "row"])
-    assert fusion.choose_split([(4, 3, 5), (4, 3, 1)], (4, 3, 5), strided=True) == (2, ["full", "col"])
-    assert fusion.choose_split([(4, 1, 5), (1, 3, 1)], (4, 3, 5)) is None  # (strided forms not asked for)
+    assert elementwise_groups.choose_split([(4, 3, 5), (5,)], (4, 3, 5), strided=True) == (2, ["full", "row"])
+    assert elementwise_groups.choose_split([(4, 3, 5), (4, 3, 1)], (4, 3, 5), strided=True) == (2, ["full", "col"])
+    assert elementwise_groups.choose_split([(4, 1, 5), (1, 3, 1)], (4, 3, 5)) is None  # (strided forms not asked for)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -104,17 +104,18 @@ def test_strided_form_indexes_the_element_numpy_broadcasts(seed):
     values = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
     want = np.broadcast_to(values, out_shape).reshape(-1)
     for split in range(len(out_shape) + 1):
-        form = fusion.strided_form(shape, out_shape, split)
+        form = elementwise_groups.strided_form(shape, out_shape, split)
         if form is None:
             continue
-        expression = re.sub(r"(\d+)u\b", r"\1", form[len(fusion.STRIDED):])  # C to Python
+        expression = re.sub(r"(\d+)u\b", r"\1", form[len(elementwise_groups.STRIDED):])  # C to Python
         expression = expression.replace("(unsigned)", "").replace("(long long)", "").replace("/", "//")
         inner = int(np.prod(out_shape[split:]))
         outer = int(np.prod(out_shape[:split]))
         got = [values.reshape(-1)[eval(expression, {"o": o, "j": j, "inner": inner})]  # noqa: S307
                for o in range(outer) for j in range(inner)]
         np.testing.assert_array_equal(got, want, err_msg=f"{shape} over {out_shape} split {split}: {form}")
-    assert fusion.strided_form(shape, out_shape, len(out_shape)) is not None  # every broadcast fits some split
+    # every broadcast fits some split
+    assert elementwise_groups.strided_form(shape, out_shape, len(out_shape)) is not None
 
 
 def test_expand_is_read_through_its_input(fuse_everything):

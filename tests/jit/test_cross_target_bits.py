@@ -45,7 +45,7 @@ from test_vector_math import EDGES_F32, F32_ULPS, FUNCTIONS, dense_grid, exact_m
 
 from kiln.dtypes import get_dtype
 from kiln.jit.backends.cpu import codegen, toolchain
-from kiln.jit.backends.cpu.fusion import Group
+from kiln.jit.backends.cpu.elementwise_groups import Group
 from kiln.jit.ir import Node, Value
 from kiln.ops.primitive import REGISTRY
 

@@ -1157,9 +1157,9 @@ def test_docs_table_lists_every_pattern_with_its_treatment() -> None:
 def test_a_growing_container_warns_when_it_outgrows_content_keys(monkeypatch) -> None:
     """A list guarded by content that keeps growing must not flip silently to 'frozen' when it
     gets too large to key by content: kiln warns at that moment."""
-    from kiln.jit import read_values
+    from kiln.jit import chain_values
 
-    monkeypatch.setattr(read_values, "CONTENT_LIMIT", 20)  # the same logic as at 256, in fewer steps
+    monkeypatch.setattr(chain_values, "CONTENT_LIMIT", 20)  # the same logic as at 256, in fewer steps
     history: list = []
 
     def f(x):

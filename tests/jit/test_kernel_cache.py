@@ -23,7 +23,7 @@ import pytest
 
 import kiln
 from kiln.jit.backends import cpu, get_backend
-from kiln.jit.backends.cpu import blas_team, fusion, toolchain
+from kiln.jit.backends.cpu import blas_team, elementwise_groups, toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_CC = toolchain.find_compiler()
@@ -39,7 +39,7 @@ def _program(x):
 def cache(monkeypatch, tmp_path):
     """A fresh KILN_CACHE_DIR, fusion of tiny arrays, and no per-process toolchain state either way. The BLAS
     team's callback library (blas_team.py) is not built into it: these tests count the entries."""
-    monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(elementwise_groups, "MIN_ELEMENTS", 1)
     monkeypatch.setattr(blas_team, "_state", {"shared": False})
     monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("KILN_CC_TIMEOUT", raising=False)
@@ -168,7 +168,8 @@ def test_an_unprivileged_process_does_not_use_a_cache_owned_by_root():
         kernels.mkdir(parents=True)
         os.chmod(kernels.parent, 0o755)
         os.chmod(kernels, 0o755)
-        script = ("import kiln, numpy as np; from kiln.jit.backends.cpu import fusion; fusion.MIN_ELEMENTS = 1\n"
+        script = ("import kiln, numpy as np; from kiln.jit.backends.cpu import elementwise_groups\n"
+                  "elementwise_groups.MIN_ELEMENTS = 1\n"
                   "x = kiln.randn(4, 5); f = kiln.compile(lambda x: (x * 3.0).relu(), backend='cpu')\n"
                   "np.testing.assert_allclose(f(x).numpy(), (x * 3.0).relu().numpy(), rtol=1e-6); print('ok')\n")
         env = {"PATH": os.environ.get("PATH", ""), "KILN_CACHE_DIR": str(base / "cache"), "HOME": str(base),

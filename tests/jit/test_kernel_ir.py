@@ -11,8 +11,8 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
-from kiln.jit.backends.cpu.fusing import fuse
-from kiln.jit.backends.cpu.fusion import find_groups
+from kiln.jit.backends.cpu.fuse_graph import fuse
+from kiln.jit.backends.cpu.elementwise_groups import find_groups
 from kiln.jit.backends.cpu.lower import lower_elementwise
 from kiln.jit.backends.cuda.kernels import render_kernel
 from kiln.jit.backends.render import C

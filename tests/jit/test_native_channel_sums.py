@@ -12,7 +12,7 @@ import pytest
 import kiln
 import kiln.nn.functional as F
 from jit_helpers import assert_bitwise
-from kiln.jit.backends.cpu import segment
+from kiln.jit.backends.cpu import schedule
 from native_helpers import native_cache, needs_native, plans_of  # noqa: F401 - native_cache: an autouse fixture
 
 pytestmark = needs_native
@@ -23,7 +23,7 @@ def _native_sums(compiled) -> int:
     for plan in plans_of(compiled):
         a = plan.current.analysis
         count += sum(1 for n in a.graph.nodes if n.prim.name == "sum" and a.kinds.get(id(n)) == "native"
-                     and segment.channel_sum(n) is not None)
+                     and schedule.channel_sum(n) is not None)
     return count
 
 
@@ -66,9 +66,9 @@ def test_sums_numpy_adds_another_way_are_not_claimed():
     def node(shape, axes):
         return type("N", (), {"inputs": [type("V", (), {"shape": shape})()], "params": {"axes": axes}})()
 
-    assert segment.channel_sum(node((4, 1, 5, 5), (0, 2, 3))) is None  # one channel: one run over everything
-    assert segment.channel_sum(node((4, 6, 1, 1), (0, 2, 3))) is None  # runs of one element
-    assert segment.channel_sum(node((4, 6, 5), (0, 1))) is None  # the kept axis is the last
-    assert segment.channel_sum(node((4, 6, 5), (1, 2))) is None  # the kept axis is the first
-    assert segment.channel_sum(node((4, 6, 5, 5), (0, 2))) is None  # two kept axes
-    assert segment.channel_sum(node((4, 6, 5, 5), (0, 2, 3))) == (4, 6, 25)
+    assert schedule.channel_sum(node((4, 1, 5, 5), (0, 2, 3))) is None  # one channel: one run over everything
+    assert schedule.channel_sum(node((4, 6, 1, 1), (0, 2, 3))) is None  # runs of one element
+    assert schedule.channel_sum(node((4, 6, 5), (0, 1))) is None  # the kept axis is the last
+    assert schedule.channel_sum(node((4, 6, 5), (1, 2))) is None  # the kept axis is the first
+    assert schedule.channel_sum(node((4, 6, 5, 5), (0, 2))) is None  # two kept axes
+    assert schedule.channel_sum(node((4, 6, 5, 5), (0, 2, 3))) == (4, 6, 25)

@@ -1,4 +1,4 @@
-"""gather and scatter_add along the last axis in the native runtime (segment.py, segcode.py).
+"""gather and scatter_add along the last axis in the native runtime (schedule.py, segcode.py).
 
 A loss picking its targets' logits (cross_entropy's gather, and the scatter_add of its
 backward) runs inside the generated code. Checked against eager NumPy bit for bit: negative

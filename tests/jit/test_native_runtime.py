@@ -26,13 +26,13 @@ import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import arena, blas, gemm, objects, runtime, toolchain, views
+from kiln.jit.backends.cpu import arena, blas, gemm, cpython_layout, runtime, toolchain, views
 from kiln.jit.backends.cpu.codegen import PRELUDE
 from kiln.models import gpt, lenet_5, mlp
 from kiln.ops import strided_views
 from kiln.ops.linalg import rows_flatten
 
-pytestmark = pytest.mark.skipif(not cpu.available() or objects.object_layout() is None,
+pytestmark = pytest.mark.skipif(not cpu.available() or cpython_layout.object_layout() is None,
                                 reason="no C compiler, or generated code cannot read Python objects here")
 needs_blas = pytest.mark.skipif(blas.numpy_blas() is None, reason="NumPy's BLAS is not one kiln can call")
 
@@ -693,8 +693,8 @@ def test_arena_offsets_never_overlap_live_buffers():
 
 
 def test_the_object_probe_reads_this_python():
-    layout = objects.object_layout()
-    assert layout is not None and objects.layout_problem() is None
+    layout = cpython_layout.object_layout()
+    assert layout is not None and cpython_layout.layout_problem() is None
     assert layout.array_data == object.__basicsize__
 
 
@@ -813,8 +813,8 @@ def test_strided_groups_are_not_run_block_by_block():
 def test_the_address_reader_gives_numpys_data_address(monkeypatch):
     base = np.arange(60, dtype=np.float32).reshape(6, 10)
     arrays = [base, base[2:], base[:, 3:], base.T, np.empty(0, np.float64), np.float32(1.5) * np.ones(1)]
-    read = objects.address_reader()
+    read = cpython_layout.address_reader()
     assert [read(a) for a in arrays] == [a.ctypes.data for a in arrays]
-    monkeypatch.setattr(objects, "object_layout", lambda: None)  # an unknown layout: NumPy's own answer
-    fallback = objects.address_reader()
+    monkeypatch.setattr(cpython_layout, "object_layout", lambda: None)  # an unknown layout: NumPy's own answer
+    fallback = cpython_layout.address_reader()
     assert fallback is not read and [fallback(a) for a in arrays] == [a.ctypes.data for a in arrays]

@@ -15,7 +15,7 @@ import kiln.nn.functional as F
 from jit_helpers import assert_bitwise
 from native_helpers import native_cache, needs_native, node_kinds  # noqa: F401 - native_cache: an autouse fixture
 
-from kiln.jit.backends.cpu.fusion import layout_form
+from kiln.jit.backends.cpu.elementwise_groups import layout_form
 
 pytestmark = needs_native
 

@@ -12,7 +12,7 @@ import numpy as np
 
 import kiln
 from kiln import nn
-from kiln.jit.backends.cpu import segment
+from kiln.jit.backends.cpu import schedule
 
 from jit_helpers import assert_bitwise
 
@@ -62,7 +62,7 @@ def test_columns_are_remade_in_the_backward_and_training_equals_eager():
 
 
 def test_remade_columns_are_scheduled_at_their_use_not_hoisted(monkeypatch):
-    """A large node made from graph inputs alone runs no earlier than the node before it (segment.LATE_BYTES),
+    """A large node made from graph inputs alone runs no earlier than the node before it (schedule.LATE_BYTES),
     so the remade columns of different convolutions are not live in the backward's arena at the same time."""
     def backward_arena_bytes() -> int:
         kiln.manual_seed(0)
@@ -75,8 +75,8 @@ def test_remade_columns_are_scheduled_at_their_use_not_hoisted(monkeypatch):
         return entry.backward_plan.analysis.arena_bytes
 
     column_bytes = 16 * 9 * 8 * 32 * 32 * 4
-    assert column_bytes >= segment.LATE_BYTES
+    assert column_bytes >= schedule.LATE_BYTES
     at_use = backward_arena_bytes()
-    monkeypatch.setattr(segment, "LATE_BYTES", 1 << 62)  # hoisted into the first native segment, as before
+    monkeypatch.setattr(schedule, "LATE_BYTES", 1 << 62)  # hoisted into the first native segment, as before
     hoisted = backward_arena_bytes()
     assert at_use + column_bytes <= hoisted, (at_use, hoisted)

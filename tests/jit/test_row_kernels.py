@@ -20,7 +20,7 @@ import kiln.nn as nn
 import kiln.nn.functional as F
 from kiln.jit.api import trace_graph
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import fusion, rowcode
+from kiln.jit.backends.cpu import elementwise_groups, rowcode
 from kiln.jit.backends.render import c_kernels
 from kiln.models.gpt import Block
 from jit_helpers import assert_bitwise, bits
@@ -40,7 +40,7 @@ def kernel_cache(monkeypatch, tmp_path):
 @pytest.fixture
 def fuse_everything(kernel_cache, monkeypatch):
     """Fuse even tiny arrays."""
-    monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(elementwise_groups, "MIN_ELEMENTS", 1)
     return kernel_cache
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import kiln
 import kiln.nn.functional as F
-from kiln.jit.backends.cpu import fusion
+from kiln.jit.backends.cpu import elementwise_groups
 from kiln.ops.primitive import REGISTRY, trace_state
 
 BACKENDS = ["interpret", "cpu"]
@@ -28,7 +28,7 @@ CHECKS = {"check_index", "check_targets", "check_divisor"}
 @pytest.fixture(autouse=True)
 def _fuse_small_arrays(monkeypatch):
     """Fuse even tiny arrays on the cpu backend, so the checks sit between generated C kernels."""
-    monkeypatch.setattr(fusion, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(elementwise_groups, "MIN_ELEMENTS", 1)
 
 
 def _values(out: Any) -> list[np.ndarray]:

@@ -21,7 +21,7 @@ from tolerances import C_EXPR_ULPS
 from kiln.dtypes import get_dtype
 from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import codegen, toolchain
-from kiln.jit.backends.cpu.fusion import Group
+from kiln.jit.backends.cpu.elementwise_groups import Group
 from kiln.jit.backends.render import C
 from kiln.jit.ir import Node, Value
 from kiln.ops.elementwise import _erf_numpy

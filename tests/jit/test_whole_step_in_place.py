@@ -1,7 +1,7 @@
 """A compiled whole step on the native runtime writes parameters and optimizer state in place.
 
 The optimizer's update groups write their results straight into the arrays they replace
-(kiln/jit/backends/cpu/segment.py, `_write_in_place`); the executor then copies nothing.
+(kiln/jit/backends/cpu/schedule.py, `_write_in_place`); the executor then copies nothing.
 Checked against eager training on the same data: the state after each step, the arrays
 the tensors hold (the same objects, so NumPy views a caller keeps see the update, as in
 eager), and a call that the plan's last segment refuses (an optimizer state array in

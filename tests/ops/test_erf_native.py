@@ -9,7 +9,7 @@ import kiln
 from kiln.dtypes import get_dtype
 from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import codegen
-from kiln.jit.backends.cpu.fusion import Group
+from kiln.jit.backends.cpu.elementwise_groups import Group
 from kiln.jit.ir import Node, Value
 from kiln.ops import erf_native
 from kiln.ops.elementwise import _erf_numpy

@@ -2,7 +2,7 @@
 
 `lower(graph)` fuses row groups (rows.py: a sum or max over trailing axes with the
 elementwise prologue and epilogue around it, rendered by rowcode.py) and elementwise
-groups (fusion.py, rendered by codegen.py) into single nodes (fusing.py), then hands the
+groups (elementwise_groups.py, rendered by codegen.py) into single nodes (fuse_graph.py), then hands the
 graph to the native runtime (runtime.py): runs of nodes C can do (those kernels, matmuls
 through NumPy's own BLAS, leading-axis sums, fills, and views read through strides)
 become one generated C function each, called once per replay, with intermediates in a
@@ -24,7 +24,7 @@ from ...ir import Graph
 from ..interpret import Plan
 from . import runtime, toolchain
 from .codegen import FusedElementwise
-from .fusing import fuse, fuse_elementwise, fuse_rows
+from .fuse_graph import fuse, fuse_elementwise, fuse_rows
 from .rowcode import RowKernel
 from .runtime import NativePlan, plan_for
 from .symbolic_fusion import fuse_symbolic

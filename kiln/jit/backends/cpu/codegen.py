@@ -21,9 +21,9 @@ import numpy as np
 from ....ops.primitive import Primitive
 from ..render import C
 from ..render.c_kernels import render_c
-from .fusion import Group, choose_split, describe, index_form, strided_form
+from .elementwise_groups import Group, choose_split, describe, index_form, strided_form
 from .layouts import c_ordered
-from .objects import address_reader
+from .cpython_layout import address_reader
 from .parallel import team_min_for
 from .lower import lower_elementwise
 from .toolchain import build

@@ -20,7 +20,7 @@ product and copied back (`kiln.ops.linalg.transposed_product`, ``kiln_matmul_tra
 
 The plain loop is ``out = 0; out += a * b`` in the operands' type, in order. Operand
 layouts NumPy would first copy (no unit stride on either axis) are not handled here: the
-caller (segment.py) leaves such matmuls to NumPy. Batch dims are loops around this call,
+caller (schedule.py) leaves such matmuls to NumPy. Batch dims are loops around this call,
 one product per batch index, as NumPy's loop runs them, except where a 2-D second operand
 meets rows evenly spaced across the batch (`kiln.ops.linalg.rows_flatten`): there eager and
 generated code alike make one product of all the rows.

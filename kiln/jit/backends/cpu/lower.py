@@ -1,6 +1,6 @@
 """Lower the scheduler's groups to the kernel IR (render/kernel_ir.py).
 
-* An elementwise group (fusion.py) becomes ``for o parallel: for j vector:`` loading each input
+* An elementwise group (elementwise_groups.py) becomes ``for o parallel: for j vector:`` loading each input
   by its index form, one Compute per node, and one store of the root.
 * A row group (rows.py) becomes ``for o parallel:`` over rows, holding, in the group's order,
   the per-row reads, one Reduce per reduction (its prologue: the full nodes it needs, recomputed
@@ -18,8 +18,8 @@ from ... import debug
 from ...ir import Node, Value
 from ..render.cstyle import index_expr
 from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
-from .fusion import Group
-from .fusion import describe as describe_elementwise
+from .elementwise_groups import Group
+from .elementwise_groups import describe as describe_elementwise
 from .rows import RowGroup
 from .rows import describe as describe_rows
 

@@ -33,7 +33,7 @@ from ..render.c_kernels import render_c
 from ..render.c_reducers import REDUCERS
 from .layouts import c_ordered
 from .lower import lower_rows
-from .objects import address_reader
+from .cpython_layout import address_reader
 from .parallel import team_min_for
 from .rows import RowGroup, Space, describe
 from .toolchain import build

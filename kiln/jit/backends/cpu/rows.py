@@ -8,7 +8,7 @@ block of `inner` elements per row. A row group is a set of graph nodes in one ro
   operand (`mean` is a sum followed by the graph's own `div`);
 * full nodes: fusible elementwise nodes (`Primitive.fuses`, broadcasts included) of shape F,
   reading full-size inputs, inputs broadcast along a leading or trailing block (the
-  index forms of fusion.index_form), per-row values and earlier reductions' results;
+  index forms of elementwise_groups.index_form), per-row values and earlier reductions' results;
 * row nodes: fusible elementwise nodes (and reshapes) on per-row values: shape
   F[:split] + (1,)*k (keepdims) or F[:split];
 * `stop_gradient` (detach) at either level, as the identity it is.
@@ -49,7 +49,7 @@ import numpy as np
 from ...ir import Graph, Node, Value
 from ...symbolic import is_symbolic
 from ....ops.reduce import window_reduce
-from . import fusion
+from . import elementwise_groups
 from .layouts import eager_layouts
 
 FLOATS = {"float32", "float64"}
@@ -75,7 +75,7 @@ class Space:
 
     def form(self, shape: tuple) -> str | None:
         """How a value of `shape` is read inside a full node: full / row / col (per row) / scalar."""
-        return fusion.index_form(tuple(shape), self.shape, self.split)
+        return elementwise_groups.index_form(tuple(shape), self.shape, self.split)
 
     def __repr__(self) -> str:
         return f"Space({self.shape}, split={self.split})"
@@ -113,13 +113,14 @@ def sequential(node: Node) -> bool:
 
 
 def _elementwise(node: Node) -> bool:
-    return fusion._fusible(node)
+    return elementwise_groups._fusible(node)
 
 
 def _fuses_with(user: Node, v: Value) -> bool:
-    """Whether elementwise fusion can put `user` in one loop with the producer of `v` (fusion.py's rules)."""
+    """Whether elementwise fusion can put `user` in one loop with the producer of `v` (the rules of
+    elementwise_groups.py)."""
     return _elementwise(user) and tuple(user.out.shape) == tuple(v.shape) and \
-        fusion.choose_split([tuple(w.shape) for w in user.inputs], tuple(user.out.shape)) is not None
+        elementwise_groups.choose_split([tuple(w.shape) for w in user.inputs], tuple(user.out.shape)) is not None
 
 
 def level(node: Node, space: Space) -> str | None:
@@ -131,7 +132,7 @@ def level(node: Node, space: Space) -> str | None:
         return "reduce" if other is not None and other.key() == space.key() else None
     shape = tuple(node.out.shape)
     if node.prim.identity:
-        if node.out.dtype.name not in fusion.DTYPES or not _static(node.inputs[0].shape):
+        if node.out.dtype.name not in elementwise_groups.DTYPES or not _static(node.inputs[0].shape):
             return None
         if tuple(node.inputs[0].shape) == shape == space.shape:  # (detach)
             return "full"
@@ -224,11 +225,11 @@ class _Grower:
             form = space.form(v.shape)
             if form == "full" and self.layouts.get(v.id, "C") == "other":
                 return False  # the kernel would evaluate with NumPy on every call (rowcode.RowKernel.kernel)
-            return form is not None and v.dtype.name in fusion.DTYPES
+            return form is not None and v.dtype.name in elementwise_groups.DTYPES
         # row level: per-row values of the same shape, or one value for all rows
         if inner_level == "full":
             return False
-        if v.dtype.name not in fusion.DTYPES or not _static(v.shape):
+        if v.dtype.name not in elementwise_groups.DTYPES or not _static(v.shape):
             return False
         return tuple(v.shape) == tuple(out_shape) or math.prod(v.shape) == 1 and len(v.shape) <= len(out_shape)
 
@@ -358,7 +359,7 @@ class _Grower:
                 del members[k]
         if not members or not any(lvl == "reduce" for lvl in members.values()) or len(members) < min_nodes:
             return None
-        if math.prod(space.shape) < (fusion.MIN_ELEMENTS if min_elements is None else min_elements):
+        if math.prod(space.shape) < (elementwise_groups.MIN_ELEMENTS if min_elements is None else min_elements):
             return None
         outputs = [n.out for n in nodes if n.out.id in out_ids]
         group = RowGroup(space, nodes, dict(members), outputs, kept)
@@ -398,11 +399,11 @@ def find_row_groups(graph: Graph, min_elements: int | None = None, min_nodes: in
                     seeds: set[int] | None = None) -> list[RowGroup]:
     """Row groups over `graph`, seeded at its eligible reductions from the last one back.
 
-    `min_elements` defaults to fusion.MIN_ELEMENTS (read at call time); a native plan passes 1
+    `min_elements` defaults to elementwise_groups.MIN_ELEMENTS (read at call time); a native plan passes 1
     for both limits (a lone reduction is then a row kernel too). `seeds`, when given, holds the
     ids of the only reduction nodes a group may start from.
     """
-    limit = fusion.MIN_ELEMENTS if min_elements is None else min_elements
+    limit = elementwise_groups.MIN_ELEMENTS if min_elements is None else min_elements
     assigned: set[int] = set()
     grower = _Grower(graph, assigned)
     groups = []

@@ -4,7 +4,7 @@
 
 1. fuse: row kernels and elementwise groups, even for tiny arrays and single nodes
    (inside generated code a small kernel costs nothing to call);
-2. analyze (segment.py): which nodes C runs, the schedule, and where each value lives;
+2. analyze (schedule.py): which nodes C runs, the schedule, and where each value lives;
 3. render (segcode.py): one C function per *segment* (a maximal run of native nodes),
    compiled into one library, cached on disk like every kernel (toolchain.py);
 4. drive: a generated Python function (`plan.driver`) that allocates the call's fresh
@@ -46,11 +46,11 @@ from ...ir import Graph, Node, Value
 from . import toolchain
 from .arena import Arena, ArenaPool
 from .blas import FUNCTIONS, numpy_blas
-from .fusing import fuse
-from .objects import descr_table, layout_problem, object_layout
+from .fuse_graph import fuse
+from .cpython_layout import descr_table, layout_problem, object_layout
 from .parallel import available_cpus
 from .segcode import SETUP, render_plan
-from .segment import Analysis, analyze
+from .schedule import Analysis, analyze
 from .toolchain import CompilerUnavailable
 from .views import Layout
 
@@ -296,7 +296,7 @@ class NativePlan:
     `run(inputs, dims)` is the Plan interface. `graph` is the fused graph it runs, `kernel_ir`
     its fused kernels in the kernel IR, `source` the C of its segments and `driver` the Python
     that calls them (for the layouts of the
-    first variant, and of later ones after it), `analysis` what went where (segment.py),
+    first variant, and of later ones after it), `analysis` what went where (schedule.py),
     `segments` how many native calls a replay makes, `observed_calls` how many calls met
     layouts no variant had yet, and `fallback_calls` how many calls the reference plan answered.
     """

@@ -2,7 +2,7 @@
 
 A segment function ``long long kiln_segment_K(const void *args, char *arena)`` takes the
 tuple of arrays Python holds for it (graph inputs, NumPy results, fresh outputs; see
-objects.py) and the calling thread's arena. It first checks each array (exact ndarray,
+cpython_layout.py) and the calling thread's arena. It first checks each array (exact ndarray,
 dtype, rank, dims, C-contiguous and aligned) and returns 1 at the first that does not
 fit, then runs its nodes in schedule order:
 
@@ -31,14 +31,14 @@ from . import blas_team
 from .codegen import C_TYPES, PRELUDE, render_function
 from .blas import blas_threads
 from .gemm import blas_prelude, render_matmul
-from .objects import C_READERS, DESCR_DTYPES, ObjectLayout
-from .fusion import STRIDED
+from .cpython_layout import C_READERS, DESCR_DTYPES, ObjectLayout
+from .elementwise_groups import STRIDED
 from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
 from .windows import is_window, render_window
 from ..render.c_kernels import VECTOR_LOOP
 from ..render.c_reducers import REDUCERS
 from .rowcode import RowKernel, render_rows_function
-from .segment import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
+from .schedule import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
 SETUP = "kiln_setup"
 _BITS = {1: ("unsigned char", ""), 4: ("unsigned int", "u"), 8: ("unsigned long long", "ull")}
@@ -242,7 +242,7 @@ class _Segment:
         return lines
 
     def _channel_sum(self, node: Node) -> list[str]:
-        """Each channel's runs added in order from 0, each run pairwise, as NumPy does (segment.channel_sum)."""
+        """Each channel's runs added in order from 0, each run pairwise, as NumPy does (schedule.channel_sum)."""
         lead, channels, run = channel_sum(node)  # type: ignore[misc]
         ctype = C_TYPES[node.out.dtype.name]
         suffix = "f" if ctype == "float" else ""

@@ -19,7 +19,7 @@ from typing import Iterator
 from ...ir import Graph
 from ...symbolic import is_symbolic
 from ....sizes import concrete
-from .fusing import fuse
+from .fuse_graph import fuse
 from .rowcode import RowKernel
 
 

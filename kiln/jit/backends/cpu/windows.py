@@ -18,7 +18,7 @@ from ....ops.reduce import windowed
 from ....shaped import c_strides
 from ..render.c_kernels import VECTOR_LOOP
 from .codegen import node_expr
-from .fusion import offset_expression
+from .elementwise_groups import offset_expression
 
 
 def is_window(node: Node) -> bool:

@@ -1,6 +1,6 @@
 """CUDA kernels for the CPU backend's fused groups: the kernel IR spelled by `CUDALanguage`.
 
-The schedule is the CPU backend's: elementwise groups (cpu/fusion.py) and row groups
+The schedule is the CPU backend's: elementwise groups (cpu/elementwise_groups.py) and row groups
 (cpu/rows.py) with their index forms, lowered to the same kernel IR the C renderer spells
 (cpu/lower.py, render/kernel_ir.py). What changes on a GPU is the parallel structure:
 

@@ -27,7 +27,7 @@ import numpy as np
 from ....ops.primitive import Primitive
 from ...ir import Graph
 from ..cpu.codegen import FusedElementwise
-from ..cpu.fusing import fuse
+from ..cpu.fuse_graph import fuse
 from ..cpu.rowcode import RowKernel
 from ..interpret import Plan
 from .cache_key import current_key

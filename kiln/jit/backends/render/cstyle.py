@@ -70,9 +70,9 @@ OPS: dict[str, str] = {
     "where": "({0} ? {1} : {2})",
 }
 
-# how a kernel input is indexed inside the [outer, inner] loops, per index form (cpu/fusion.py)
+# how a kernel input is indexed inside the [outer, inner] loops, per index form (cpu/elementwise_groups.py)
 INDEX = {"full": "o * inner + j", "row": "j", "col": "o", "scalar": "0"}
-STRIDED = "at:"  # a strided form (cpu/fusion.py strided_form) carries its index expression after this
+STRIDED = "at:"  # a strided form (cpu/elementwise_groups.py strided_form) carries its index expression after this
 
 
 def index_expr(form: str) -> str:

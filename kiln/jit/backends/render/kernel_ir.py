@@ -1,6 +1,6 @@
 """The kernel IR: what one generated kernel does, before any language spells it.
 
-The scheduler (cpu/fusion.py, cpu/rows.py) decides *which* graph nodes run together; the
+The scheduler (cpu/elementwise_groups.py, cpu/rows.py) decides *which* graph nodes run together; the
 lowering (cpu/lower.py) turns each such group into a `Kernel` of this IR; a renderer spells
 the IR in one language: C for the CPU (render/c_kernels.py), CUDA C++ (cuda/kernels.py).
 

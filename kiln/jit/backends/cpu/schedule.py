@@ -45,7 +45,7 @@ import numpy as np
 
 from ...ir import Graph, Node, StateWrite, Value
 from ...symbolic import is_symbolic
-from . import fusion, gemm, rows
+from . import elementwise_groups, gemm, rows
 from .arena import Interval, assign_offsets
 from .codegen import FusedElementwise
 from .rowcode import RowKernel, Unpack
@@ -232,7 +232,7 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
             return "an input Python holds is neither contiguous nor a broadcast of a contiguous array"
         strides = [None if s is not None else tuple(a.layout[v.id].strides) for s, v in zip(shapes, node.inputs)]
         shapes = [s if s is not None else tuple(a.layout[v.id].shape) for s, v in zip(shapes, node.inputs)]
-        chosen = fusion.choose_split([tuple(s) for s in shapes], tuple(node.out.shape), strided=True,
+        chosen = elementwise_groups.choose_split([tuple(s) for s in shapes], tuple(node.out.shape), strided=True,
                                      strides=strides)
         if chosen is None:
             return "no index form fits the inputs (or an input has negative strides)"

@@ -1,7 +1,7 @@
 """`StepBinding`: what a compiled training step reads and writes outside its tensors, per call.
 
 A trace that touches ``.grad`` attributes, optimizer state or hyperparameters (see
-step_capture.py) leaves a binding on its plan. On every call the binding
+step_trace.py) leaves a binding on its plan. On every call the binding
 
 - says whether the plan still fits (`stale_reason`): the hyperparameter guards
   (``momentum != 0``...), which ``.grad`` were None at entry, and each optimizer's

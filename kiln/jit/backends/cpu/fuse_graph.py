@@ -1,6 +1,6 @@
 """Graph rewrites that put fused kernels in a graph: row groups, then elementwise groups.
 
-Each group found (rows.py, fusion.py) becomes one node whose primitive is a RowKernel or
+Each group found (rows.py, elementwise_groups.py) becomes one node whose primitive is a RowKernel or
 a FusedElementwise; a row kernel with several outputs yields a tuple that ``unpack[k]``
 nodes take apart. The kernels are compiled on first use, so a native plan (runtime.py),
 which renders the groups into its own source, builds none of them.
@@ -12,7 +12,7 @@ import heapq
 from ...ir import Graph, Node, Value
 from . import rows
 from .codegen import FusedElementwise
-from .fusion import find_groups
+from .elementwise_groups import find_groups
 from .rowcode import RowKernel, Unpack
 from .rows import find_row_groups
 

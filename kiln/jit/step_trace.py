@@ -29,7 +29,7 @@ from ..dtypes import get_dtype
 from ..tensor import Tensor
 from .hyper import HyperInput, HyperScalar, HyperSource, StateSource, expr_text
 from .ir import InputSpec, Value
-from .step_binding import StepBinding, optimizer_signature
+from .step_replay import StepBinding, optimizer_signature
 from .symbolic import is_symbolic
 from .user_frames import user_location
 
