@@ -13,13 +13,15 @@ import kiln
 import kiln.nn.functional as F
 from kiln.jit.backends.cpu.fuse_graph import fuse
 from kiln.jit.backends.cpu.elementwise_groups import find_groups
-from kiln.jit.backends.cpu.lower import lower_elementwise
+from kiln.jit.backends.cpu.lower import lower_elementwise, lower_fill
 from kiln.jit.backends.cuda.kernels import render_kernel
 from kiln.jit.backends.render import C
 from kiln.jit.backends.render.c_kernels import render_c
 from kiln.jit.backends.render.c_reducers import REDUCERS
 from kiln.jit.backends.render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Store
+from kiln.dtypes import get_dtype
 from kiln.jit.frontends import trace_graph
+from kiln.jit.ir import Value
 from kiln.ops.primitive import REGISTRY
 
 from native_helpers import needs_native
@@ -215,3 +217,31 @@ def test_verify_accepts_lowered_kernels_and_sibling_recomputation() -> None:
     _row_stats("pairwise").verify()  # x0 is loaded in the reduce axis and again in the epilogue
     for kernel in _fused_kernels(lambda x: F.log_softmax(x * 2.0, dim=-1), kiln.randn(4, 33)):
         kernel.kernel_ir.verify()
+
+
+def test_a_fill_lowers_to_one_scalar_load_and_a_vector_store() -> None:
+    kernel = lower_fill(Value((4, 6), get_dtype("float64")))
+    kernel.verify()
+    assert kernel.text() == """\
+kernel fill[float64] (elementwise)
+  out: float64[24] (written)
+  in0: float64[1]
+  for o in [0, outer) parallel:
+    for j in [0, inner) vector:
+      x0: float64 = in0[0]
+      out[o * inner + j] = x0"""
+
+
+@needs_native
+@pytest.mark.parametrize("value", [-0.0, float("nan"), 3.5])
+def test_a_native_fill_is_rendered_from_the_kernel_ir_with_the_values_bits(value: float) -> None:
+    """``full`` in a native plan: one fill function from the IR, shared by the plan's fills of a dtype."""
+    f = kiln.compile(lambda x: (x + 1.0, kiln.full((40, 30), value), kiln.full((7,), value)), backend="cpu")
+    x = kiln.randn(40, 30)
+    with kiln.no_grad():
+        outs = [f(x) for _ in range(2)][-1]
+    sources = f.cache_entries[0].plan.current.sources
+    assert sum(s.count("static void kiln_fill_loop_") for s in sources) == 1
+    want = np.full((), value, np.float32).view(np.uint32)
+    for out, shape in zip(outs[1:], [(40, 30), (7,)]):
+        assert out.shape == shape and (out.numpy().view(np.uint32) == want).all()

@@ -60,6 +60,16 @@ def lower_elementwise(group: Group, forms: list[str], in_place: int | None = Non
                            compute_bound=any(n.prim.transcendental for n in group.nodes), notes=notes))
 
 
+def lower_fill(out: Value) -> Kernel:
+    """The kernel writing one value into every element of `out`. The value is the kernel's one-element
+    input ``in0`` (the plan keeps it as a constant of the traced value's bits)."""
+    dtype = out.dtype.name
+    params = (Param("out", dtype, _size(out), written=True), Param("in0", dtype, 1))
+    body = (Load("x0", dtype, "in0", "0"), Store("out", FULL, "x0"))
+    return _checked(Kernel(f"fill[{dtype}]", "elementwise", params,
+                           (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", body),)),)))
+
+
 def _checked(kernel: Kernel) -> Kernel:
     """`kernel`, verified first where graphs are (KILN_DEBUG, and the test suite: debug.set_verify)."""
     if debug.verify_enabled():

@@ -14,7 +14,7 @@ fit, then runs its nodes in schedule order:
 * a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
   (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``), except a single
   column, which NumPy sums as the contiguous run it is: pairwise, as a row kernel does;
-* ``full``: a fill loop.
+* ``full``: a fill kernel from the kernel IR (lower.lower_fill), reading its value from a constant.
 
 Constants (literal graph inputs, fill values) are written into the source by their bits,
 so NaN payloads and -0.0 survive. ``kiln_setup`` binds NumPy's BLAS and the type objects
@@ -29,13 +29,15 @@ import numpy as np
 from ...ir import Node, Value
 from . import blas_team
 from .codegen import C_TYPES, PRELUDE, render_function
+from .lower import lower_fill
+from .parallel import team_min_for
 from .blas import blas_threads
 from .gemm import blas_prelude, render_matmul
 from .cpython_layout import C_READERS, DESCR_DTYPES, ObjectLayout
 from .elementwise_groups import STRIDED
 from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
 from .windows import is_window, render_window
-from ..render.c_kernels import VECTOR_LOOP
+from ..render.c_kernels import VECTOR_LOOP, render_c
 from ..render.c_reducers import REDUCERS
 from .rowcode import RowKernel, render_rows_function
 from .schedule import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
@@ -60,12 +62,13 @@ class _Segment:
     """The C of one segment: argument checks, then each node's code."""
 
     def __init__(self, a: Analysis, index: int, nodes: list[Node], functions: dict[int, str],
-                 row_codes: dict[int, int]):
+                 row_codes: dict[int, int], fill_values: dict[int, str]):
         self.a = a
         self.row_codes = row_codes  # id(row kernel node) -> the code the segment returns when it cannot decide
         self.index = index
         self.nodes = nodes
         self.functions = functions  # id(node) -> name of its static function
+        self.fill_values = fill_values  # id(full node) -> the constant holding its value
         self.args: list[int] = []  # owning value ids of the arrays in the argument tuple, in order
         for node in nodes:
             for v in self._touched(node):
@@ -212,8 +215,8 @@ class _Segment:
             return self._indexed(node)
         if name == "full":
             n = math.prod(node.out.shape)
-            return [f"    for (long long i = 0; i < {n}; i++) {self.pointer(node.out)}[i] = "
-                    f"kiln_fill{self.functions[id(node)]}.v[0];"]
+            fill, value = self.functions[id(node)], self.fill_values[id(node)]
+            return [f"    {fill}(1, {n}, {self.pointer(node.out)}, {value}.v);"]
         raise AssertionError(f"no code for native node {name}")
 
     def _indexed(self, node: Node) -> list[str]:
@@ -335,6 +338,7 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
     keeps its name (``kiln_segment_K``) and its code, whichever library holds it."""
     units = [nodes for kind, nodes in a.units() if kind == "segment"]
     functions: dict[int, str] = {}
+    fill_values: dict[int, str] = {}
     rows_fns: dict[str, str] = {}  # name -> C, in order of first use
     elem_fns: dict[str, str] = {}
     consts: dict[str, str] = {}
@@ -365,10 +369,12 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
                 functions[id(node)] = once(text, f"kiln_loop_{tag}", elem_fns)
                 uses[s].add(functions[id(node)])
             elif node.prim.name == "full":
-                functions[id(node)] = tag
+                text = render_c(lower_fill(node.out), _UNNAMED, "static", team_min=team_min_for([node]))
+                functions[id(node)] = once(text, f"kiln_fill_loop_{tag}", elem_fns)
                 value = np.full((), node.params["value"], dtype=node.out.dtype.np)
+                fill_values[id(node)] = f"kiln_fill{tag}"
                 consts[f"kiln_fill{tag}"] = constant(f"kiln_fill{tag}", value)
-                uses[s].add(f"kiln_fill{tag}")
+                uses[s].update((functions[id(node)], f"kiln_fill{tag}"))
             elif node.prim.name == "matmul":
                 blas_segments.add(s)
                 threaded_blas = threaded_blas or blas_may_thread(node)
@@ -381,7 +387,7 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
                 uses[s].add(f"kiln_lit{i}")
     row_nodes = [n for nodes in units for n in nodes if isinstance(n.prim, RowKernel) and a.kinds[id(n)] == "native"]
     row_codes = {id(n): 2 + k for k, n in enumerate(row_nodes)}
-    segments = [_Segment(a, s, nodes, functions, row_codes) for s, nodes in enumerate(units)]
+    segments = [_Segment(a, s, nodes, functions, row_codes, fill_values) for s, nodes in enumerate(units)]
     if blas_segments and blas_int is None:
         raise AssertionError("a native matmul without NumPy's BLAS")
     # After a GEMM, a multi-threaded OpenBLAS on its own threads keeps them spinning on the other cores for a
