@@ -13,7 +13,7 @@ import kiln
 import kiln.nn.functional as F
 from kiln.jit.backends.cpu.fuse_graph import fuse
 from kiln.jit.backends.cpu.elementwise_groups import find_groups
-from kiln.jit.backends.cpu.lower import lower_elementwise, lower_fill
+from kiln.jit.backends.cpu.lower import lower_elementwise, lower_fill, lower_leading_sum
 from kiln.jit.backends.cuda.kernels import render_kernel
 from kiln.jit.backends.render import C
 from kiln.jit.backends.render.c_kernels import render_c
@@ -245,3 +245,29 @@ def test_a_native_fill_is_rendered_from_the_kernel_ir_with_the_values_bits(value
     want = np.full((), value, np.float32).view(np.uint32)
     for out, shape in zip(outs[1:], [(40, 30), (7,)]):
         assert out.shape == shape and (out.numpy().view(np.uint32) == want).all()
+
+
+@needs_native
+@pytest.mark.parametrize("rows", [0, 1, 2, 37])
+@pytest.mark.parametrize("from_zero", [True, False])
+def test_a_sum_over_leading_rows_adds_them_in_order(rows: int, from_zero: bool) -> None:
+    """lower_leading_sum: each column is (0 +) row0 + row1 + ... in turn, bit for bit; a -0.0 column stays
+    -0.0 only without the leading zero."""
+    from kiln.jit.backends.cpu.toolchain import build  # noqa: PLC0415
+
+    cols = 70
+    kernel = lower_leading_sum(rows, cols, "float32", from_zero)
+    kernel.verify()
+    fn = build("\n".join([C.prelude, render_c(kernel, "kiln_colsum")])).kiln_colsum
+    fn.restype = None
+    fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [ctypes.c_void_p] * 3
+    x = np.random.default_rng(rows).standard_normal((rows, cols)).astype(np.float32)
+    x[:, 3] = -0.0
+    zero = np.zeros(1, np.float32)
+    out = np.full(cols, np.nan, np.float32)
+    fn(1, cols, out.ctypes.data, x.ctypes.data, zero.ctypes.data)
+    want = np.zeros(cols, np.float32) if from_zero or rows == 0 else x[0].copy()
+    for r in range(0 if from_zero else 1, rows):
+        want = want + x[r]
+    assert out.tobytes() == want.tobytes()
+    assert np.signbit(out[3]) == (rows > 0 and not from_zero)

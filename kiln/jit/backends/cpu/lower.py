@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 from ... import debug
+from ....ops.primitive import REGISTRY
 from ...ir import Node, Value
 from ..render.cstyle import index_expr
 from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
@@ -68,6 +69,28 @@ def lower_fill(out: Value) -> Kernel:
     body = (Load("x0", dtype, "in0", "0"), Store("out", FULL, "x0"))
     return _checked(Kernel(f"fill[{dtype}]", "elementwise", params,
                            (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", body),)),)))
+
+
+def lower_leading_sum(rows: int, cols: int, dtype: str, from_zero: bool) -> Kernel:
+    """The sum over the leading `rows` of a C-ordered (rows, cols) array, in NumPy's order: each column
+    starts as its first row (``0 + row0`` when `from_zero`, else ``row0``; 0 without rows), then adds the
+    next rows one after another. ``in1`` holds the zero. The kernel is called with outer = 1 and inner =
+    cols: the rows loop is serial, and a team may share the columns."""
+    params = (Param("out", dtype, cols, written=True), Param("in0", dtype, rows * cols), Param("in1", dtype, 1))
+    if rows == 0:
+        first: tuple[Statement, ...] = (Load("z", dtype, "in1", "0"), Store("out", "j", "z"))
+    elif from_zero:
+        first = (Load("z", dtype, "in1", "0"), Load("x0", dtype, "in0", "j"),
+                 Compute("t0", dtype, REGISTRY["add"], ("z", "x0")), Store("out", "j", "t0"))
+    else:
+        first = (Load("x0", dtype, "in0", "j"), Store("out", "j", "x0"))
+    add_row = (Load("a", dtype, "out", "j"), Load("x", dtype, "in0", "(r + 1) * inner + j"),
+               Compute("t", dtype, REGISTRY["add"], ("a", "x")), Store("out", "j", "t"))
+    body: tuple[Statement, ...] = (Loop("j", "inner", "vector", first),)
+    if rows > 1:
+        body += (Loop("r", str(rows - 1), "serial", (Loop("j", "inner", "vector", add_row),)),)
+    return _checked(Kernel(f"sum over {rows} leading rows[{dtype}]", "elementwise", params,
+                           (Loop("o", "outer", "parallel", body),)))
 
 
 def _checked(kernel: Kernel) -> Kernel:

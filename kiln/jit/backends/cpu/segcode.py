@@ -12,8 +12,9 @@ fit, then runs its nodes in schedule order:
   of both signs) makes the segment return 2 + the kernel's number in the plan;
 * a matmul: NumPy's BLAS call (gemm.py), one per batch index;
 * a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
-  (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``), except a single
-  column, which NumPy sums as the contiguous run it is: pairwise, as a row kernel does;
+  (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``), a kernel from the
+  kernel IR (lower.lower_leading_sum), except a single column, which NumPy sums as the
+  contiguous run it is: pairwise, as a row kernel does;
 * ``full``: a fill kernel from the kernel IR (lower.lower_fill), reading its value from a constant.
 
 Constants (literal graph inputs, fill values) are written into the source by their bits,
@@ -29,7 +30,7 @@ import numpy as np
 from ...ir import Node, Value
 from . import blas_team
 from .codegen import C_TYPES, PRELUDE, render_function
-from .lower import lower_fill
+from .lower import lower_fill, lower_leading_sum
 from .parallel import team_min_for
 from .blas import blas_threads
 from .gemm import blas_prelude, render_matmul
@@ -37,7 +38,7 @@ from .cpython_layout import C_READERS, DESCR_DTYPES, ObjectLayout
 from .elementwise_groups import STRIDED
 from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
 from .windows import is_window, render_window
-from ..render.c_kernels import VECTOR_LOOP, render_c
+from ..render.c_kernels import render_c
 from ..render.c_reducers import REDUCERS
 from .rowcode import RowKernel, render_rows_function
 from .schedule import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
@@ -266,21 +267,29 @@ class _Segment:
         rows, cols = colsum_rows(node)  # type: ignore[misc]
         ctype = C_TYPES[node.out.dtype.name]
         x, o = self.pointer(node.inputs[0]), self.pointer(node.out)
-        sequential = needs_sequential(node)
-        if cols == 1 and rows > 1 and not sequential:
+        if _pairwise_column(node):
             # one column: NumPy reduces the contiguous run itself, pairwise, into a zeroed output
             suffix = "f" if ctype == "float" else ""
             return [f"    {o}[0] = ({ctype})0 + kiln_pairwise_sum{suffix}({x}, {rows});"]
-        first = "x[j]" if sequential else f"({ctype})0 + x[j]"
-        if rows == 0:
-            first = f"({ctype})0"
-        return ["    {",
-                f"        const {ctype} *restrict x = {x};",
-                f"        {ctype} *restrict o = {o};",
-                f"        for (long long j = 0; j < {cols}; j++) o[j] = {first};",
-                f"        for (long long r = 1; r < {rows}; r++)",
-                f"            for (long long j = 0; j < {cols}; j++) o[j] = o[j] + x[r * {cols} + j]; {VECTOR_LOOP}",
-                "    }"]
+        return [f"    {self.functions[id(node)]}(1, {cols}, {o}, {x}, {_zero(node.out.dtype.name)}.v);"]
+
+
+def _leading_sum(node: Node) -> bool:
+    """A sum over the leading axes that a kernel from the IR computes (_Segment._colsum)."""
+    reduction = node.prim.reduction
+    return (reduction is not None and reduction.combine == "add" and not is_window(node)
+            and colsum_rows(node) is not None and not _pairwise_column(node))
+
+
+def _pairwise_column(node: Node) -> bool:
+    """A sum over the leading axes with one column, which NumPy adds pairwise as the contiguous run it is."""
+    rows, cols = colsum_rows(node)  # type: ignore[misc]
+    return cols == 1 and rows > 1 and not needs_sequential(node)
+
+
+def _zero(dtype: str) -> str:
+    """The name of the plan's constant zero of `dtype` (the start of a sum over leading rows)."""
+    return f"kiln_zero_{dtype}"
 
 
 BLOCK = 4096  # elements per block when elementwise groups run block by block (16 KiB of float32 per array)
@@ -375,6 +384,14 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
                 fill_values[id(node)] = f"kiln_fill{tag}"
                 consts[f"kiln_fill{tag}"] = constant(f"kiln_fill{tag}", value)
                 uses[s].update((functions[id(node)], f"kiln_fill{tag}"))
+            elif _leading_sum(node):
+                rows, cols = colsum_rows(node)  # type: ignore[misc]
+                dtype = node.out.dtype.name
+                kernel = lower_leading_sum(rows, cols, dtype, from_zero=not needs_sequential(node))
+                text = render_c(kernel, _UNNAMED, "static", team_min=team_min_for([node]))
+                functions[id(node)] = once(text, f"kiln_colsum_{tag}", elem_fns)
+                consts[_zero(dtype)] = constant(_zero(dtype), np.zeros((), node.out.dtype.np))
+                uses[s].update((functions[id(node)], _zero(dtype)))
             elif node.prim.name == "matmul":
                 blas_segments.add(s)
                 threaded_blas = threaded_blas or blas_may_thread(node)

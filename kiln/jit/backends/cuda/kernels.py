@@ -60,6 +60,8 @@ class CUDAKernelRenderer:
         if isinstance(s, Loop):
             if s.kind == "parallel":
                 head = [indent + lang.block_loop(s.var, s.stop)]
+            elif s.kind == "serial":  # every thread runs it, over the elements its inner loops give it
+                head = [indent + lang.loop(s.var, s.stop)]
             else:  # a row kernel's epilogue (an elementwise kernel's loops are _elementwise's)
                 head = [f"{indent}/* epilogue: the full-size outputs */", indent + lang.thread_loop(s.var, s.stop)]
             return [*head, *self.block(s.body, indent + "    ", s.kind == "vector"), indent + "}"]

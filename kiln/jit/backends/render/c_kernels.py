@@ -73,6 +73,8 @@ class CKernelRenderer:
         lang = self.lang
         if s.kind == "parallel":
             head = lang.outer_loop(s.var, s.stop)
+        elif s.kind == "serial":
+            head = lang.loop(s.var, s.stop)
         elif self.kernel.kind == "elementwise":  # its columns may be shared by a team too
             head = lang.inner_loop(s.var, s.stop)
         else:

@@ -9,7 +9,9 @@ A kernel works over an ``[outer, inner]`` view of its output: ``outer`` independ
 
 * `Loop`: ``var`` over ``[0, stop)``. A ``parallel`` loop runs independent rows (OpenMP
   threads or GPU blocks may share it); a ``vector`` loop runs independent elements of a row
-  (vectorized on the CPU, threads of a block on a GPU).
+  (vectorized on the CPU, threads of a block on a GPU); a ``serial`` loop runs its iterations
+  in order, each thread running all of them over its own elements (a sum over leading rows
+  adds one row after another into each column).
 * `Load`: a typed local from a buffer at an *index expression*: C-style integer arithmetic
   over the loop variables ``o`` (row) and ``j`` (element) and the size ``inner``, such as
   ``o * inner + j`` (a full-size input), ``j`` (the same row for every row, a bias), ``o``
@@ -39,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-LOOP_KINDS = ("parallel", "vector")
+LOOP_KINDS = ("parallel", "vector", "serial")
 KERNEL_KINDS = ("elementwise", "rows")
 REDUCE_OPS = ("sum", "max")
 REDUCE_ORDERS = ("pairwise", "sequential", "any")
@@ -109,7 +111,8 @@ class Store:
 
 @dataclass(frozen=True)
 class Loop:
-    """``for var in [0, stop)``: `kind` "parallel" (independent rows) or "vector" (independent elements)."""
+    """``for var in [0, stop)``: `kind` "parallel" (independent rows), "vector" (independent elements) or
+    "serial" (iterations in order)."""
 
     var: str
     stop: str
