@@ -13,7 +13,7 @@ import kiln
 import kiln.nn.functional as F
 from kiln.jit.backends.cpu.fuse_graph import fuse
 from kiln.jit.backends.cpu.elementwise_groups import find_groups
-from kiln.jit.backends.cpu.lower import lower_elementwise, lower_fill, lower_leading_sum
+from kiln.jit.backends.cpu.lower import lower_channel_sum, lower_elementwise, lower_fill, lower_leading_sum
 from kiln.jit.backends.cuda.kernels import render_kernel
 from kiln.jit.backends.render import C
 from kiln.jit.backends.render.c_kernels import render_c
@@ -271,3 +271,35 @@ def test_a_sum_over_leading_rows_adds_them_in_order(rows: int, from_zero: bool) 
         want = want + x[r]
     assert out.tobytes() == want.tobytes()
     assert np.signbit(out[3]) == (rows > 0 and not from_zero)
+
+
+@needs_native
+@pytest.mark.parametrize("lead, channels, run", [(3, 5, 200), (1, 4, 7), (2, 3, 1)])
+def test_a_channel_sum_adds_each_runs_pairwise_sum_in_order(lead: int, channels: int, run: int) -> None:
+    """lower_channel_sum: channel c is 0 + pairwise(x[0, c]) + pairwise(x[1, c]) + ..., bit for bit with NumPy
+    summing each run (a conv bias's gradient over N, C, H*W), the runs reduced where they lie."""
+    from kiln.jit.backends.cpu.toolchain import build  # noqa: PLC0415
+
+    kernel = lower_channel_sum(lead, channels, run, "float32")
+    kernel.verify()
+    source = render_c(kernel, "kiln_channel_sum")
+    assert "scratch" not in source.split("{", 1)[1].split("return flagged")[0]  # each run is read in place
+    fn = build("\n".join([C.prelude + REDUCERS, source])).kiln_channel_sum
+    fn.restype = ctypes.c_longlong
+    fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [ctypes.c_void_p] * 4
+    x = np.random.default_rng(run).standard_normal((lead, channels, run)).astype(np.float32)
+    zero, out = np.zeros(1, np.float32), np.full(channels, np.nan, np.float32)
+    assert fn(channels, run, None, out.ctypes.data, x.ctypes.data, zero.ctypes.data) == 0
+    want = np.zeros(channels, np.float32)
+    for n in range(lead):
+        want = want + x[n].sum(axis=1)
+    assert out.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("index, direct", [("o * inner + j", "o"), ("(n * outer + o) * inner + j", "(n * outer + o)"),
+                                           ("n * outer + o * inner + j", None), ("(n) * (o) * inner + j", None),
+                                           ("(j + o) * inner + j", None), ("o * 2 + j", None)])
+def test_a_reduce_reads_its_row_in_place_only_where_the_index_is_one_row(index: str, direct: str | None) -> None:
+    r = Reduce("s", "float32", "sum", "pairwise", "j", "inner", (Load("x", "float32", "in0", index),), "x")
+    found = r.row_load()
+    assert (found[1] if found else None) == direct

@@ -93,6 +93,21 @@ def lower_leading_sum(rows: int, cols: int, dtype: str, from_zero: bool) -> Kern
                            (Loop("o", "outer", "parallel", body),)))
 
 
+def lower_channel_sum(lead: int, channels: int, run: int, dtype: str) -> Kernel:
+    """The sum of a C-ordered (lead, channels, run) array over its first and last axes, in NumPy's order
+    (schedule.channel_sum): each channel starts at 0 and adds, for n = 0, 1, ..., the pairwise sum of its
+    run at n. Called with outer = channels and inner = run (a row kernel: a team shares the channels);
+    ``in1`` holds the zero."""
+    params = (Param("out", dtype, channels, written=True), Param("in0", dtype, lead * channels * run),
+              Param("in1", dtype, 1))
+    add_run = (Reduce("s", dtype, "sum", "pairwise", "j", "inner",
+                      (Load("x", dtype, "in0", "(n * outer + o) * inner + j"),), "x"),
+               Load("a", dtype, "out", "o"), Compute("t", dtype, REGISTRY["add"], ("a", "s")), Store("out", "o", "t"))
+    body = (Load("z", dtype, "in1", "0"), Store("out", "o", "z"), Loop("n", str(lead), "serial", add_run))
+    return _checked(Kernel(f"sum over {lead} x {run} of {channels} channels[{dtype}]", "rows", params,
+                           (Loop("o", "outer", "parallel", body),)))
+
+
 def _checked(kernel: Kernel) -> Kernel:
     """`kernel`, verified first where graphs are (KILN_DEBUG, and the test suite: debug.set_verify)."""
     if debug.verify_enabled():

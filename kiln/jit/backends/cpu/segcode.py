@@ -14,7 +14,9 @@ fit, then runs its nodes in schedule order:
 * a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
   (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``), a kernel from the
   kernel IR (lower.lower_leading_sum), except a single column, which NumPy sums as the
-  contiguous run it is: pairwise, as a row kernel does;
+  contiguous run it is: pairwise, as a row kernel does; a sum over the first and last axes
+  of each channel (a conv bias's gradient) adds its runs' pairwise sums in order
+  (lower.lower_channel_sum);
 * ``full``: a fill kernel from the kernel IR (lower.lower_fill), reading its value from a constant.
 
 Constants (literal graph inputs, fill values) are written into the source by their bits,
@@ -30,7 +32,7 @@ import numpy as np
 from ...ir import Node, Value
 from . import blas_team
 from .codegen import C_TYPES, PRELUDE, render_function
-from .lower import lower_fill, lower_leading_sum
+from .lower import lower_channel_sum, lower_fill, lower_leading_sum
 from .parallel import team_min_for
 from .blas import blas_threads
 from .gemm import blas_prelude, render_matmul
@@ -39,6 +41,7 @@ from .elementwise_groups import STRIDED
 from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
 from .windows import is_window, render_window
 from ..render.c_kernels import render_c
+from ..render.kernel_ir import Kernel
 from ..render.c_reducers import REDUCERS
 from .rowcode import RowKernel, render_rows_function
 from .schedule import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
@@ -245,40 +248,33 @@ class _Segment:
                   "    }"]
         return lines
 
-    def _channel_sum(self, node: Node) -> list[str]:
-        """Each channel's runs added in order from 0, each run pairwise, as NumPy does (schedule.channel_sum)."""
-        lead, channels, run = channel_sum(node)  # type: ignore[misc]
-        ctype = C_TYPES[node.out.dtype.name]
-        suffix = "f" if ctype == "float" else ""
-        return ["    {",
-                f"        const {ctype} *restrict x = {self.pointer(node.inputs[0])};",
-                f"        {ctype} *restrict o = {self.pointer(node.out)};",
-                f"        for (long long c = 0; c < {channels}; c++) {{",
-                f"            {ctype} acc = ({ctype})0;",
-                f"            for (long long n = 0; n < {lead}; n++)",
-                f"                acc = acc + kiln_pairwise_sum{suffix}(x + (n * {channels} + c) * {run}, {run});",
-                "            o[c] = acc;",
-                "        }",
-                "    }"]
-
     def _colsum(self, node: Node) -> list[str]:
-        if colsum_rows(node) is None:
-            return self._channel_sum(node)
+        x, o, zero = self.pointer(node.inputs[0]), self.pointer(node.out), _zero(node.out.dtype.name)
+        if colsum_rows(node) is None:  # each channel's runs added in order from 0, each run pairwise
+            _lead, channels, run = channel_sum(node)  # type: ignore[misc]
+            return [f"    (void){self.functions[id(node)]}({channels}, {run}, (void *)0, {o}, {x}, {zero}.v);"]
         rows, cols = colsum_rows(node)  # type: ignore[misc]
         ctype = C_TYPES[node.out.dtype.name]
-        x, o = self.pointer(node.inputs[0]), self.pointer(node.out)
         if _pairwise_column(node):
             # one column: NumPy reduces the contiguous run itself, pairwise, into a zeroed output
             suffix = "f" if ctype == "float" else ""
             return [f"    {o}[0] = ({ctype})0 + kiln_pairwise_sum{suffix}({x}, {rows});"]
-        return [f"    {self.functions[id(node)]}(1, {cols}, {o}, {x}, {_zero(node.out.dtype.name)}.v);"]
+        return [f"    {self.functions[id(node)]}(1, {cols}, {o}, {x}, {zero}.v);"]
 
 
-def _leading_sum(node: Node) -> bool:
-    """A sum over the leading axes that a kernel from the IR computes (_Segment._colsum)."""
+def _sum_kernel(node: Node) -> Kernel | None:
+    """The kernel of a native sum that is not a window (_Segment._colsum): over the leading axes, or over the
+    first and last axes of each channel; None for a single column, which one pairwise call sums."""
     reduction = node.prim.reduction
-    return (reduction is not None and reduction.combine == "add" and not is_window(node)
-            and colsum_rows(node) is not None and not _pairwise_column(node))
+    if reduction is None or reduction.combine != "add" or is_window(node):
+        return None
+    dtype = node.out.dtype.name
+    if colsum_rows(node) is None:
+        return lower_channel_sum(*channel_sum(node), dtype)  # type: ignore[misc]
+    if _pairwise_column(node):
+        return None
+    rows, cols = colsum_rows(node)  # type: ignore[misc]
+    return lower_leading_sum(rows, cols, dtype, from_zero=not needs_sequential(node))
 
 
 def _pairwise_column(node: Node) -> bool:
@@ -384,12 +380,10 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
                 fill_values[id(node)] = f"kiln_fill{tag}"
                 consts[f"kiln_fill{tag}"] = constant(f"kiln_fill{tag}", value)
                 uses[s].update((functions[id(node)], f"kiln_fill{tag}"))
-            elif _leading_sum(node):
-                rows, cols = colsum_rows(node)  # type: ignore[misc]
+            elif _sum_kernel(node) is not None:
                 dtype = node.out.dtype.name
-                kernel = lower_leading_sum(rows, cols, dtype, from_zero=not needs_sequential(node))
-                text = render_c(kernel, _UNNAMED, "static", team_min=team_min_for([node]))
-                functions[id(node)] = once(text, f"kiln_colsum_{tag}", elem_fns)
+                text = render_c(_sum_kernel(node), _UNNAMED, "static", team_min=team_min_for([node]))
+                functions[id(node)] = once(text, f"kiln_sum_{tag}", elem_fns)
                 consts[_zero(dtype)] = constant(_zero(dtype), np.zeros((), node.out.dtype.np))
                 uses[s].update((functions[id(node)], _zero(dtype)))
             elif node.prim.name == "matmul":

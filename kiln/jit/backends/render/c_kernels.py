@@ -95,7 +95,8 @@ class CKernelRenderer:
         lines = [f"{indent}/* {s.op} over the row */"]
         direct = s.row_load()
         if direct is not None:
-            lines.append(f"{indent}{lang.pointer(ctype, row, const=True)} = {direct.buffer} + o * {s.stop};")
+            load, first = direct
+            lines.append(f"{indent}{lang.pointer(ctype, row, const=True)} = {load.buffer} + {first} * {s.stop};")
         else:
             self.kept = {}  # this prologue overwrites the scratch row
             lines.append(f"{indent}{lang.pointer(ctype, row)} = ({ctype} *)scratch;")

@@ -142,16 +142,35 @@ class Reduce:
                 f"over {self.var} in [0, {self.stop}) of {self.value}:")
         return [head] + [line for s in self.body for line in s.lines(indent + "  ")]
 
-    def row_load(self) -> Load | None:
-        """The load, when the prologue is just one input's own row (``in[o * inner + j]``): a renderer may
-        then reduce that row where it lies."""
-        if len(self.body) == 1 and isinstance(self.body[0], Load) and self.body[0].name == self.value \
-                and self.body[0].index == f"o * {self.stop} + {self.var}":
-            return self.body[0]
-        return None
+    def row_load(self) -> tuple[Load, str] | None:
+        """(the load, the index of its row's first element divided by the row length), when the prologue is
+        just one input's elements in one contiguous row: ``in[R * stop + var]``, R a name or a parenthesized
+        expression without `var` (``o`` in ``in[o * inner + j]``, a row's own elements). A renderer may then
+        reduce that row where it lies."""
+        if len(self.body) != 1 or not isinstance(self.body[0], Load) or self.body[0].name != self.value:
+            return None
+        load, tail = self.body[0], f" * {self.stop} + {self.var}"
+        row = load.index[: -len(tail)]
+        if not load.index.endswith(tail) or not _one_term(row) or self.var in _NAME.findall(row):
+            return None
+        return load, row
 
 
 Statement = Union[Load, Compute, Store, Loop, Reduce]
+
+
+def _one_term(expr: str) -> bool:
+    """Whether `expr` binds as one operand of ``*``: a name, or one parenthesized group."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", expr):
+        return True
+    if not (expr.startswith("(") and expr.endswith(")")):
+        return False
+    depth = 0
+    for k, ch in enumerate(expr):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and k < len(expr) - 1:
+            return False  # "(a) * (b)": the first group closes early
+    return depth == 0
 
 
 def _defined(body: tuple) -> set[str]:
