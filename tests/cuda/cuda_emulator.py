@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from build_cache import cached_build
 from kiln.jit.backends.cuda.kernels import render_module
 from kiln.jit.backends.cuda.language import CUDALanguage
 
@@ -112,12 +113,17 @@ def _emulated_source(source: str) -> str:
 def build_emulated(source: str, directory: Path, name: str) -> ctypes.CDLL:
     """Build CUDA `source` for the host; each kernel K is launched by calling ``emu_K`` with K's arguments."""
     cpp = directory / f"{name}.cpp"
-    cpp.write_text(_emulated_source(source))
+    text = _emulated_source(source)
+    cpp.write_text(text)
     lib = directory / f"{name}.so"
-    proc = subprocess.run([CXX, "-std=c++20", "-O0", "-pthread", "-shared", "-fPIC", "-ffp-contract=off",
-                           "-w", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise AssertionError(f"the host compiler could not build the emulated CUDA source {cpp}:\n{proc.stderr}")
+    flags = ["-std=c++20", "-O0", "-pthread", "-shared", "-fPIC", "-ffp-contract=off", "-w"]
+
+    def build() -> None:
+        proc = subprocess.run([CXX, *flags, str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise AssertionError(f"the host compiler could not build the emulated CUDA source {cpp}:\n{proc.stderr}")
+
+    cached_build(CXX, flags, text, [lib], build)
     return ctypes.CDLL(str(lib))
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from build_cache import cached_build
 from kiln.jit.backends.cuda.language import COMPILE_OPTIONS
 
 NVCC = shutil.which("nvcc")
@@ -19,11 +20,16 @@ ARCHS = ("sm_80", "sm_90")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 
 
-def _run(args: list[str], cu: Path) -> None:
-    proc = subprocess.run([NVCC, *args, *COMPILE_OPTIONS, "-Werror", "all-warnings"], capture_output=True,
-                          text=True, timeout=600)
-    if proc.returncode != 0:
-        raise AssertionError(f"nvcc {' '.join(args)} failed on {cu}:\n{proc.stdout}\n{proc.stderr}")
+def _run(flags: list[str], source: str, cu: Path, out: Path) -> None:
+    """nvcc `flags` on `cu` (holding `source`) into `out`, or its output from an identical earlier run."""
+    flags = [*flags, *COMPILE_OPTIONS, "-Werror", "all-warnings"]
+
+    def build() -> None:
+        proc = subprocess.run([NVCC, *flags, str(cu), "-o", str(out)], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise AssertionError(f"nvcc {' '.join(flags)} failed on {cu}:\n{proc.stdout}\n{proc.stderr}")
+
+    cached_build(NVCC, flags, source, [out], build)
 
 
 def compile_ptx(source: str, directory: Path, name: str) -> list[Path]:
@@ -33,7 +39,7 @@ def compile_ptx(source: str, directory: Path, name: str) -> list[Path]:
     outs = []
     for arch in ARCHS:
         out = directory / f"{name}.{arch}.ptx"
-        _run(["--ptx", f"-arch={arch}", str(cu), "-o", str(out)], cu)
+        _run(["--ptx", f"-arch={arch}"], source, cu, out)
         outs.append(out)
     return outs
 
@@ -44,6 +50,6 @@ def compile_object(source: str, directory: Path, name: str) -> Path:
     cu.write_text(source)
     obj = directory / f"{name}.o"
     gencode = [arg for arch in ARCHS for arg in ("-gencode", f"arch=compute_{arch[3:]},code={arch}")]
-    _run(["-c", str(cu), "-o", str(obj), *gencode], cu)
+    _run(["-c", *gencode], source, cu, obj)
     assert obj.stat().st_size > 0
     return obj
