@@ -14,8 +14,8 @@ fit, then runs its nodes in schedule order:
 * a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
   (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``), a kernel from the
   kernel IR (lower.lower_leading_sum), except a single column, which NumPy sums as the
-  contiguous run it is: pairwise, as a row kernel does; a sum over the first and last axes
-  of each channel (a conv bias's gradient) adds its runs' pairwise sums in order
+  contiguous run it is: pairwise, as a row kernel does; that, and a sum over the first and
+  last axes of each channel (a conv bias's gradient), add runs' pairwise sums in order
   (lower.lower_channel_sum);
 * ``full``: a fill kernel from the kernel IR (lower.lower_fill), reading its value from a constant.
 
@@ -250,37 +250,38 @@ class _Segment:
 
     def _colsum(self, node: Node) -> list[str]:
         x, o, zero = self.pointer(node.inputs[0]), self.pointer(node.out), _zero(node.out.dtype.name)
-        if colsum_rows(node) is None:  # each channel's runs added in order from 0, each run pairwise
-            _lead, channels, run = channel_sum(node)  # type: ignore[misc]
+        runs = _channel_runs(node)
+        if runs is not None:  # a row kernel over the channels
+            _lead, channels, run = runs
             return [f"    (void){self.functions[id(node)]}({channels}, {run}, (void *)0, {o}, {x}, {zero}.v);"]
-        rows, cols = colsum_rows(node)  # type: ignore[misc]
-        ctype = C_TYPES[node.out.dtype.name]
-        if _pairwise_column(node):
-            # one column: NumPy reduces the contiguous run itself, pairwise, into a zeroed output
-            suffix = "f" if ctype == "float" else ""
-            return [f"    {o}[0] = ({ctype})0 + kiln_pairwise_sum{suffix}({x}, {rows});"]
+        _rows, cols = colsum_rows(node)  # type: ignore[misc]
         return [f"    {self.functions[id(node)]}(1, {cols}, {o}, {x}, {zero}.v);"]
 
 
 def _sum_kernel(node: Node) -> Kernel | None:
     """The kernel of a native sum that is not a window (_Segment._colsum): over the leading axes, or over the
-    first and last axes of each channel; None for a single column, which one pairwise call sums."""
+    first and last axes of each channel."""
     reduction = node.prim.reduction
     if reduction is None or reduction.combine != "add" or is_window(node):
         return None
     dtype = node.out.dtype.name
-    if colsum_rows(node) is None:
-        return lower_channel_sum(*channel_sum(node), dtype)  # type: ignore[misc]
-    if _pairwise_column(node):
-        return None
+    runs = _channel_runs(node)
+    if runs is not None:
+        return lower_channel_sum(*runs, dtype)
     rows, cols = colsum_rows(node)  # type: ignore[misc]
     return lower_leading_sum(rows, cols, dtype, from_zero=not needs_sequential(node))
 
 
-def _pairwise_column(node: Node) -> bool:
-    """A sum over the leading axes with one column, which NumPy adds pairwise as the contiguous run it is."""
+def _channel_runs(node: Node) -> tuple[int, int, int] | None:
+    """(lead, channels, run) of a sum that adds runs pairwise: each channel's runs (schedule.channel_sum), or a
+    single column over several rows, which NumPy adds pairwise as the contiguous run it is (one channel with
+    one run: ``0 + (0 + pairwise(run))`` has the bits of NumPy's ``0 + pairwise(run)``)."""
+    if colsum_rows(node) is None:
+        return channel_sum(node)  # type: ignore[return-value]
     rows, cols = colsum_rows(node)  # type: ignore[misc]
-    return cols == 1 and rows > 1 and not needs_sequential(node)
+    if cols == 1 and rows > 1 and not needs_sequential(node):
+        return 1, 1, rows
+    return None
 
 
 def _zero(dtype: str) -> str:
