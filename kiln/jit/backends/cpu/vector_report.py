@@ -127,12 +127,20 @@ def compile_report(source: str, target: CrossTarget) -> Report:
     Raises RuntimeError with the compiler's message when the build fails.
     """
     with tempfile.TemporaryDirectory(prefix="kiln-vec-") as folder:
-        src, obj = Path(folder) / "plan.c", Path(folder) / "plan.o"
+        src, obj = Path(folder) / SOURCE_NAME, Path(folder) / "plan.o"
         src.write_text(source)
         result = subprocess.run(target.command(src, obj), capture_output=True, text=True, timeout=TIMEOUT_S)
     output = result.stderr + result.stdout
     if result.returncode != 0:
         raise RuntimeError(f"{target.name}: {target.compiler} failed (exit {result.returncode}):\n{output[-3000:]}")
+    return read_report(source, target, output)
+
+
+SOURCE_NAME = "plan.c"  # the file name compile_report builds `source` as, which its remarks cite
+
+
+def read_report(source: str, target: CrossTarget, output: str) -> Report:
+    """The Report of `target`'s compiler `output` on `source` (built as SOURCE_NAME)."""
     marked = vector_loops(source)
-    vectorized, missed = remarked_lines(output, src.name, target.dialect)
+    vectorized, missed = remarked_lines(output, SOURCE_NAME, target.dialect)
     return Report(target, marked, [n for n in marked if n in missed and n not in vectorized], output)
