@@ -6,6 +6,8 @@
   the per-row reads, one Reduce per reduction (its prologue: the full nodes it needs, recomputed
   inside its reduce axis), one Compute per row node, per-row stores as soon as a value is known,
   and a last ``for j vector:`` loop writing the full-size outputs (the epilogue).
+* A fill (``full``), a sum over leading axes and a per-channel sum of runs become small kernels of
+  their own (`lower_fill`, `lower_leading_sum`, `lower_channel_sum`), called from a plan's segments.
 
 Names are positional: ``in{k}``/``out{k}`` buffers, ``x{k}`` an input read inside a loop over
 ``j``, ``r{k}`` an input read once per row, ``t{i}`` the value of the group's i-th node.

@@ -12,11 +12,11 @@ fit, then runs its nodes in schedule order:
   of both signs) makes the segment return 2 + the kernel's number in the plan;
 * a matmul: NumPy's BLAS call (gemm.py), one per batch index;
 * a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
-  (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``), a kernel from the
-  kernel IR (lower.lower_leading_sum), except a single column, which NumPy sums as the
-  contiguous run it is: pairwise, as a row kernel does; that, and a sum over the first and
-  last axes of each channel (a conv bias's gradient), add runs' pairwise sums in order
-  (lower.lower_channel_sum);
+  (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``): a kernel of the
+  kernel IR (lower.lower_leading_sum);
+* a sum of runs added pairwise, in order from 0 (lower.lower_channel_sum): over the first and
+  last axes of each channel (a conv bias's gradient), or a single column over many rows, which
+  NumPy sums as the contiguous run it is;
 * ``full``: a fill kernel from the kernel IR (lower.lower_fill), reading its value from a constant.
 
 Constants (literal graph inputs, fill values) are written into the source by their bits,
@@ -381,9 +381,9 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
                 fill_values[id(node)] = f"kiln_fill{tag}"
                 consts[f"kiln_fill{tag}"] = constant(f"kiln_fill{tag}", value)
                 uses[s].update((functions[id(node)], f"kiln_fill{tag}"))
-            elif _sum_kernel(node) is not None:
+            elif (kernel := _sum_kernel(node)) is not None:
                 dtype = node.out.dtype.name
-                text = render_c(_sum_kernel(node), _UNNAMED, "static", team_min=team_min_for([node]))
+                text = render_c(kernel, _UNNAMED, "static", team_min=team_min_for([node]))
                 functions[id(node)] = once(text, f"kiln_sum_{tag}", elem_fns)
                 consts[_zero(dtype)] = constant(_zero(dtype), np.zeros((), node.out.dtype.np))
                 uses[s].update((functions[id(node)], _zero(dtype)))
