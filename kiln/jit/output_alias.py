@@ -33,7 +33,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .ir import Graph, Value
-from .step_replay import grad_owner, memory_owner, state_entry
+from .step_replay import memory_owner, write_target
 from .symbolic import resolve
 
 class Source(NamedTuple):
@@ -164,15 +164,9 @@ class OutputAliases:
 
 def _resolve(source: Source, leaves: list, outputs: list) -> Tensor:
     kind, ref = source
-    if kind == "arg":
-        return leaves[ref]
-    if kind == "optstate":
-        return state_entry(ref)
-    if kind == "grad":
-        return grad_owner(ref, leaves)._grad
     if kind == "output":
         return outputs[ref]
-    return ref
+    return write_target(kind, ref, leaves)
 
 
 def source_of_spec(kind: str, ref: Any) -> Source | None:
@@ -197,7 +191,6 @@ def find_aliases(outputs: list[Tensor], sources: list[tuple[Source, Tensor]], gr
     by_id = {id(t): s for s, t in sources}
     roots = dict(roots)
     aliases: list[Alias] = []
-    notes: list[str] = []
     for k, t in enumerate(outputs):  # identities; and non-view outputs become roots of later views
         same = by_id.get(id(t))
         if same is not None:

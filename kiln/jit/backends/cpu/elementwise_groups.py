@@ -208,15 +208,19 @@ class Group:
     def __init__(self, nodes: list[Node]):
         self.nodes = nodes
         self.root = nodes[-1]
-        inside = {n.out.id for n in nodes}
         self.broadcast_inputs: set[int] = set()  # inputs eager sees as broadcast views (expand outputs)
-        self.inputs: list[Value] = []
-        seen: set[int] = set()
-        for n in nodes:
-            for v in n.inputs:
-                if v.id not in inside and v.id not in seen:
-                    seen.add(v.id)
-                    self.inputs.append(v)
+        self.inputs = external_inputs(nodes)
+
+
+def external_inputs(nodes: list[Node]) -> list[Value]:
+    """The values `nodes` read that none of them computes, each once, in order of first use."""
+    inside = {n.out.id for n in nodes}
+    found: dict[int, Value] = {}
+    for n in nodes:
+        for v in n.inputs:
+            if v.id not in inside:
+                found.setdefault(v.id, v)
+    return list(found.values())
 
 
 def find_groups(graph: Graph, min_elements: int | None = None, min_nodes: int | None = None) -> list[Group]:

@@ -158,14 +158,7 @@ class RowGroup:
         self.levels = levels  # id(node) -> "reduce" / "full" / "row"
         self.outputs = outputs
         self.kept = kept  # ids of member nodes whose original also stays in the graph
-        inside = {n.out.id for n in nodes}
-        self.inputs: list[Value] = []
-        seen: set[int] = set()
-        for n in nodes:
-            for v in n.inputs:
-                if v.id not in inside and v.id not in seen:
-                    seen.add(v.id)
-                    self.inputs.append(v)
+        self.inputs = elementwise_groups.external_inputs(nodes)
         self.sequential = {id(n): sequential(n) for n in nodes if levels[id(n)] == "reduce"}
         self.broadcast_inputs: set[int] = set()  # inputs eager sees as broadcast views (expand outputs)
 
