@@ -310,7 +310,7 @@ class Gather(Primitive):
     """out[..i..] = x[..idx[..i..]..] along `axis` (idx has x's shape off that axis)."""
 
     name = "gather"
-    indexed = True
+    indexed = "gather"
     saves_inputs = (1,)
 
     def abstract(self, x, idx, *, axis):
@@ -352,7 +352,7 @@ class ScatterAdd(Primitive):
     """A copy of `base` with src added at idx along `axis` (src has idx's shape)."""
 
     name = "scatter_add"
-    indexed = True
+    indexed = "scatter_add"
     saves_inputs = (1,)
 
     def abstract(self, base, idx, src, *, axis):

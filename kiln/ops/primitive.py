@@ -75,7 +75,9 @@ class Primitive:
     broadcast: bool = False  # reads input 0 at a broadcast index (expand): fused kernels read it through an index form
     reduction: Reduction | None = None  # a reduction over params["axes"], and how it folds values
     identity: bool = False  # value-preserving: the output holds input 0's values in C order (reshape, detach)
-    indexed: bool = False  # reads or writes along the last axis at int64 indices (gather, scatter_add)
+    # reads or writes along an axis at int64 indices (input 1): "gather" reads input 0 there; "scatter_add" adds
+    # input 2 there into a copy of input 0
+    indexed: str | None = None
     # a view whose result reads input 0's memory at static strides: a method giving, from input 0's (shape, element
     # strides, element offset) and the params, the result's, or None where the kernel copies (ops/strided_views.py)
     view_strides: Callable[..., tuple[tuple, tuple, int] | None] | None = None

@@ -13,12 +13,13 @@ import kiln
 import kiln.nn.functional as F
 from kiln.jit.backends.cpu.fuse_graph import fuse
 from kiln.jit.backends.cpu.elementwise_groups import find_groups
-from kiln.jit.backends.cpu.lower import lower_channel_sum, lower_elementwise, lower_fill, lower_leading_sum
+from kiln.jit.backends.cpu.lower import (lower_channel_sum, lower_elementwise, lower_fill, lower_indexed,
+                                        lower_leading_sum)
 from kiln.jit.backends.cuda.kernels import render_kernel
 from kiln.jit.backends.render import C
 from kiln.jit.backends.render.c_kernels import render_c
 from kiln.jit.backends.render.c_reducers import REDUCERS
-from kiln.jit.backends.render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Store
+from kiln.jit.backends.render.kernel_ir import CheckIndex, Compute, Kernel, Load, Loop, Param, Reduce, Store
 from kiln.dtypes import get_dtype
 from kiln.jit.frontends import trace_graph
 from kiln.jit.ir import Value
@@ -186,6 +187,11 @@ def _elementwise(*body) -> Kernel:
     return Kernel("k", "elementwise", params, (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", body),)),))
 
 
+def _indexed(*body) -> Kernel:
+    params = (Param("out", "float32", 4, written=True), Param("in0", "float32", 4))
+    return Kernel("k", "indexed", params, (Loop("o", "outer", "parallel", (Loop("j", "inner", "serial", body),)),))
+
+
 LOAD = Load("x0", "float32", "in0", "o * inner + j")
 NEG = Compute("t0", "float32", REGISTRY["neg"], ("x0",))
 
@@ -202,6 +208,12 @@ NEG = Compute("t0", "float32", REGISTRY["neg"], ("x0",))
     (_elementwise(Reduce("t0", "float32", "sum", "pairwise", "k", "inner", (LOAD,), "t9")),
      "its value 't9' is not computed in its body"),
     (_elementwise(Reduce("t0", "float32", "prod", "pairwise", "k", "inner", (LOAD,), "x0")), "a reduction is"),
+    (_elementwise(Load("i", "int64", "in0", "j"), CheckIndex("w", "i", 4)), "only an indexed kernel checks indices"),
+    (_elementwise(Load("i", "int64", "in0", "j"), Load("x", "float32", "in0", "i")), "the index uses ['i']"),
+    (_indexed(LOAD, CheckIndex("w", "x0", 4)), "'x0' is not an int64 local defined before it"),
+    (_indexed(Load("i", "int64", "in0", "j"), CheckIndex("w", "i", 4, code=0)), "must be nonzero"),
+    (_indexed(Load("x", "float32", "in0", "w"), Load("i", "int64", "in0", "j"), CheckIndex("w", "i", 4)),
+     "the index uses ['w']"),
 ])
 def test_verify_names_what_is_wrong(kernel: Kernel, message: str) -> None:
     from kiln.jit.backends.render.kernel_ir import KernelIRError  # noqa: PLC0415
@@ -303,3 +315,53 @@ def test_a_reduce_reads_its_row_in_place_only_where_the_index_is_one_row(index: 
     r = Reduce("s", "float32", "sum", "pairwise", "j", "inner", (Load("x", "float32", "in0", index),), "x")
     found = r.row_load()
     assert (found[1] if found else None) == direct
+
+
+def test_a_gather_lowers_to_a_checked_index_and_a_load_through_it() -> None:
+    kernel = lower_indexed("gather", 3, 2, 5, "float64")
+    kernel.verify()
+    assert kernel.text() == """\
+kernel gather along the last axis of 5[float64] (indexed)
+  out: float64[6] (written)
+  in0: float64[15]
+  in1: int64[6]
+  for o in [0, outer) parallel:
+    for c in [0, inner) serial:
+      i: int64 = in1[o * inner + c]
+      w: int64 = wrap(i, 5) or return 1
+      x: float64 = in0[o * 5 + w]
+      out[o * inner + c] = x"""
+    lower_indexed("scatter_add", 3, 2, 5, "float32").verify()
+    with pytest.raises(ValueError, match="'scatter_max' is not 'gather' or 'scatter_add'"):
+        lower_indexed("scatter_max", 3, 2, 5, "float32")
+
+
+@needs_native
+@pytest.mark.parametrize("kind", ["gather", "scatter_add"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_indexed_kernels_pick_and_add_as_numpy_and_refuse_an_index_out_of_range(kind: str, dtype: str) -> None:
+    """lower_indexed rendered alone: np.take_along_axis's values, np.add.at's order (repeated indices add one
+    after another), negative indices from the end; an index out of range makes the kernel return 1."""
+    from kiln.jit.backends.cpu.toolchain import build  # noqa: PLC0415
+
+    rows, k, n = 6, 9, 5
+    kernel = lower_indexed(kind, rows, k, n, dtype)
+    fn = build("\n".join([C.prelude, render_c(kernel, "kiln_indexed")])).kiln_indexed
+    fn.restype = ctypes.c_longlong
+    fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [ctypes.c_void_p] * len(kernel.params)
+    rng = np.random.default_rng(k)
+    x = (rng.standard_normal((rows, n)) * 1e3).astype(dtype)
+    src = rng.standard_normal((rows, k)).astype(dtype)
+    idx = rng.integers(-n, n, (rows, k))
+    out = np.full((rows, k) if kind == "gather" else (rows, n), np.nan, dtype)
+    args = [out.ctypes.data, x.ctypes.data, idx.ctypes.data] + ([src.ctypes.data] if kind == "scatter_add" else [])
+    assert fn(rows, k, *args) == 0
+    if kind == "gather":
+        want = np.take_along_axis(x, idx, axis=-1)
+    else:
+        want = x.copy()
+        np.add.at(want, (np.arange(rows)[:, None], idx), src)
+    assert out.tobytes() == want.tobytes()
+    for bad in (n, -n - 1):
+        idx[4, 7] = bad
+        assert fn(rows, k, *args) == 1

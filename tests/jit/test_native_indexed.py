@@ -67,3 +67,38 @@ def test_an_index_out_of_range_raises_as_in_eager(op):
         with pytest.raises(IndexError):
             compiled(x, bad, src)
         np.testing.assert_array_equal(compiled(x, good, src).numpy(), f(x, good, src).numpy())
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter_add"])
+def test_a_team_shares_the_rows_and_any_thread_hands_a_bad_index_back(op, monkeypatch):
+    """Above the team threshold the rows are split over kernel threads: each row is still picked or added in
+    NumPy's order, and an index out of range in any thread's rows hands the call back to NumPy, which raises."""
+    from kiln.jit.backends.cpu import parallel, toolchain  # noqa: PLC0415
+
+    if not toolchain.openmp_flags(toolchain.compiler_command()):
+        pytest.skip("the C compiler builds no OpenMP kernels")
+    threads, minimum = parallel.kernel_threads(), parallel.min_elements()
+    parallel.set_kernel_threads(2)
+    parallel.set_min_elements(64)
+    try:
+        def f(x, i, s):  # the indexed op alone: the team counted is its own
+            return gather_unchecked(x, 1, i) if op == "gather" else scatter_add_unchecked(x, 1, i, s)
+
+        rng = np.random.default_rng(3)
+        x = kiln.tensor(rng.standard_normal((64, 9)).astype(np.float32))
+        idx = rng.integers(0, 9, (64, 12))
+        src = kiln.tensor(rng.standard_normal((64, 12)).astype(np.float32))
+        compiled = kiln.compile(f, backend="cpu")
+        with kiln.no_grad():
+            compiled(x, kiln.tensor(idx), src)
+            before = parallel.teams_run()
+            got = compiled(x, kiln.tensor(idx), src).numpy()
+            assert parallel.teams_run() > before
+            np.testing.assert_array_equal(bits(got), bits(f(x, kiln.tensor(idx), src).numpy()))
+            assert _kinds(compiled)[op] == "native"
+            idx[60, 5] = 9  # in the second thread's rows
+            with pytest.raises(IndexError):
+                compiled(x, kiln.tensor(idx), src)
+    finally:
+        parallel.set_kernel_threads(threads)
+        parallel.set_min_elements(minimum)

@@ -7,7 +7,9 @@
   inside its reduce axis), one Compute per row node, per-row stores as soon as a value is known,
   and a last ``for j vector:`` loop writing the full-size outputs (the epilogue).
 * A fill (``full``), a sum over leading axes and a per-channel sum of runs become small kernels of
-  their own (`lower_fill`, `lower_leading_sum`, `lower_channel_sum`), called from a plan's segments.
+  their own (`lower_fill`, `lower_leading_sum`, `lower_channel_sum`), called from a plan's segments;
+  so do a gather and a scatter-add along the last axis (`lower_indexed`), whose indices are checked,
+  and a window reduction (pooling: `lower_window`).
 
 Names are positional: ``in{k}``/``out{k}`` buffers, ``x{k}`` an input read inside a loop over
 ``j``, ``r{k}`` an input read once per row, ``t{i}`` the value of the group's i-th node.
@@ -20,11 +22,12 @@ from ... import debug
 from ....ops.primitive import REGISTRY
 from ...ir import Node, Value
 from ..render.cstyle import index_expr
-from ..render.kernel_ir import Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
+from ..render.kernel_ir import INDEX_DTYPE, CheckIndex, Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
 from .elementwise_groups import Group
 from .elementwise_groups import describe as describe_elementwise
 from .rows import RowGroup
 from .rows import describe as describe_rows
+from .windows import window_geometry
 
 FULL = "o * inner + j"  # the index of the element (o, j) of a full-size value
 
@@ -108,6 +111,52 @@ def lower_channel_sum(lead: int, channels: int, run: int, dtype: str) -> Kernel:
     body = (Load("z", dtype, "in1", "0"), Store("out", "o", "z"), Loop("n", str(lead), "serial", add_run))
     return _checked(Kernel(f"sum over {lead} x {run} of {channels} channels[{dtype}]", "rows", params,
                            (Loop("o", "outer", "parallel", body),)))
+
+
+def lower_indexed(kind: str, rows: int, k: int, n: int, dtype: str) -> Kernel:
+    """A gather or scatter-add (`kind`, Primitive.indexed) along the last axis of a C-ordered (rows, n) ``in0``,
+    at the (rows, k) int64 indices ``in1``: ``out[o, c] = in0[o, in1[o, c]]`` (gather, out is (rows, k)), or a
+    copy of ``in0`` to which ``in2[o, c]`` is added at ``in1[o, c]`` for c = 0, 1, ... in turn (scatter-add, as
+    ``np.add.at`` adds index by index). A negative index counts from the end; one out of range makes the
+    kernel return 1 (NumPy then raises for the call). Called with outer = rows and inner = k: a team may
+    share the rows, each of which reads and writes only its own."""
+    at = f"o * {n} + w"  # the picked element of row o
+    pick: tuple[Statement, ...] = (Load("i", INDEX_DTYPE, "in1", "o * inner + c"), CheckIndex("w", "i", n))
+    if kind == "gather":
+        params = (Param("out", dtype, rows * k, written=True), Param("in0", dtype, rows * n),
+                  Param("in1", INDEX_DTYPE, rows * k))
+        row: tuple[Statement, ...] = (Loop("c", "inner", "serial",
+                                           (*pick, Load("x", dtype, "in0", at), Store("out", "o * inner + c", "x"))),)
+    elif kind == "scatter_add":
+        params = (Param("out", dtype, rows * n, written=True), Param("in0", dtype, rows * n),
+                  Param("in1", INDEX_DTYPE, rows * k), Param("in2", dtype, rows * k))
+        add = (Load("a", dtype, "out", at), Load("s", dtype, "in2", "o * inner + c"),
+               Compute("t", dtype, REGISTRY["add"], ("a", "s")), Store("out", at, "t"))
+        row = (Loop("j", str(n), "serial", (Load("x", dtype, "in0", f"o * {n} + j"), Store("out", f"o * {n} + j", "x"))),
+               Loop("c", "inner", "serial", (*pick, *add)))
+    else:
+        raise ValueError(f"lower_indexed: kind {kind!r} is not 'gather' or 'scatter_add'")
+    return _checked(Kernel(f"{kind} along the last axis of {n}[{dtype}]", "indexed", params,
+                           (Loop("o", "outer", "parallel", row),)))
+
+
+def lower_window(node: Node) -> Kernel:
+    """The kernel of a window reduction (windows.py): each output element folds its window's elements in the
+    eager kernel's order, ``combine(combine(x0, x1), x2)...``. Called with the geometry's outer and inner."""
+    g = window_geometry(node)
+    dtype = node.out.dtype.name
+    combine = REGISTRY[node.prim.reduction.combine]
+    start = [] if g.row == "0" else [g.row]
+    body: list[Statement] = []
+    for k, offset in enumerate(g.offsets):
+        terms = [*start, "j" if g.step == 1 else f"j * {g.step}", *([str(offset)] if offset else [])]
+        body.append(Load(f"x{k}", dtype, "in0", " + ".join(terms)))
+        if k:
+            body.append(Compute(f"t{k}", dtype, combine, (f"t{k - 1}" if k > 1 else "x0", f"x{k}")))
+    body.append(Store("out", FULL, f"t{len(g.offsets) - 1}" if len(g.offsets) > 1 else "x0"))
+    params = (Param("out", dtype, g.outer * g.inner, written=True), Param("in0", dtype, _size(node.inputs[0])))
+    return _checked(Kernel(f"{combine.name} over windows of {len(g.offsets)}[{dtype}]", "elementwise", params,
+                           (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", tuple(body)),)),)))
 
 
 def _checked(kernel: Kernel) -> Kernel:

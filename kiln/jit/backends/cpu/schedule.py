@@ -284,7 +284,7 @@ def _indexed_problem(a: Analysis, node: Node) -> str | None:
         return "not along the last axis"
     if tuple(idx.shape[:-1]) != tuple(data.shape[:-1]):
         return "index leading dims differ from the data's"
-    if node.prim.name == "scatter_add":
+    if node.prim.indexed == "scatter_add":
         src = node.inputs[2]
         if src.dtype.name != data.dtype.name or tuple(src.shape) != tuple(idx.shape):
             return "source dtype or shape"

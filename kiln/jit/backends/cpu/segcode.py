@@ -32,14 +32,14 @@ import numpy as np
 from ...ir import Node, Value
 from . import blas_team
 from .codegen import C_TYPES, PRELUDE, render_function
-from .lower import lower_channel_sum, lower_fill, lower_leading_sum
+from .lower import lower_channel_sum, lower_fill, lower_indexed, lower_leading_sum, lower_window
 from .parallel import team_min_for
 from .blas import blas_threads
 from .gemm import blas_prelude, render_matmul
 from .cpython_layout import C_READERS, DESCR_DTYPES, ObjectLayout
 from .elementwise_groups import STRIDED
 from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
-from .windows import is_window, render_window
+from .windows import is_window, window_geometry
 from ..render.c_kernels import render_c
 from ..render.kernel_ir import Kernel
 from ..render.c_reducers import REDUCERS
@@ -211,9 +211,10 @@ class _Segment:
         if name == "fold2d":
             return render_fold(node, C_TYPES[node.out.dtype.name], self.pointer(node.inputs[0]), self.pointer(node.out))
         if is_window(node):
-            return render_window(node, C_TYPES[node.out.dtype.name], self.pointer(node.inputs[0]),
-                                 self.pointer(node.out))
-        if name == "sum":
+            g = window_geometry(node)
+            return [f"    {self.functions[id(node)]}({g.outer}, {g.inner}, {self.pointer(node.out)}, "
+                    f"{self.pointer(node.inputs[0])});"]
+        if prim.reduction is not None:  # (not a window: a native sum over leading axes or channels)
             return self._colsum(node)
         if prim.indexed:  # a gather or scatter_add along the last axis (a loss picking its targets' logits)
             return self._indexed(node)
@@ -224,29 +225,11 @@ class _Segment:
         raise AssertionError(f"no code for native node {name}")
 
     def _indexed(self, node: Node) -> list[str]:
-        """gather / scatter_add along the last axis, in NumPy's order (np.add.at adds index by index);
-        an index out of range returns 1, and NumPy then raises for the call."""
-        rows, k, n = indexed_sizes(node)
-        ctype = C_TYPES[node.out.dtype.name]
-        lines = ["    {",
-                 f"        const {ctype} *x = {self.pointer(node.inputs[0])};",
-                 f"        const long long *ix = {self.pointer(node.inputs[1])};",
-                 f"        {ctype} *o = {self.pointer(node.out)};"]
-        if node.prim.name == "scatter_add":
-            lines += [f"        const {ctype} *s = {self.pointer(node.inputs[2])};",
-                      f"        for (long long j = 0; j < {rows * n}; j++) o[j] = x[j];"]
-            target, value = f"o[r * {n} + i]", f"o[r * {n} + i] + s[r * {k} + c]"
-        else:
-            target, value = f"o[r * {k} + c]", f"x[r * {n} + i]"
-        lines += [f"        for (long long r = 0; r < {rows}; r++)",
-                  f"            for (long long c = 0; c < {k}; c++) {{",
-                  f"                long long i = (long long)ix[r * {k} + c];",
-                  f"                if (i < 0) i += {n};",
-                  f"                if (i < 0 || i >= {n}) return 1;",
-                  f"                {target} = {value};",
-                  "            }",
-                  "    }"]
-        return lines
+        """gather / scatter_add along the last axis (lower.lower_indexed); an index out of range returns 1, and
+        NumPy then raises for the call."""
+        rows, k, _n = indexed_sizes(node)
+        ptrs = ", ".join(self.pointer(v) for v in (node.out, *node.inputs))
+        return [f"    if ({self.functions[id(node)]}({rows}, {k}, {ptrs})) return 1;"]
 
     def _colsum(self, node: Node) -> list[str]:
         x, o, zero = self.pointer(node.inputs[0]), self.pointer(node.out), _zero(node.out.dtype.name)
@@ -381,12 +364,21 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
                 fill_values[id(node)] = f"kiln_fill{tag}"
                 consts[f"kiln_fill{tag}"] = constant(f"kiln_fill{tag}", value)
                 uses[s].update((functions[id(node)], f"kiln_fill{tag}"))
+            elif is_window(node):
+                text = render_c(lower_window(node), _UNNAMED, "static", team_min=team_min_for([node]))
+                functions[id(node)] = once(text, f"kiln_window_{tag}", elem_fns)
+                uses[s].add(functions[id(node)])
             elif (kernel := _sum_kernel(node)) is not None:
                 dtype = node.out.dtype.name
                 text = render_c(kernel, _UNNAMED, "static", team_min=team_min_for([node]))
                 functions[id(node)] = once(text, f"kiln_sum_{tag}", elem_fns)
                 consts[_zero(dtype)] = constant(_zero(dtype), np.zeros((), node.out.dtype.np))
                 uses[s].update((functions[id(node)], _zero(dtype)))
+            elif node.prim.indexed:
+                kernel = lower_indexed(node.prim.indexed, *indexed_sizes(node), node.out.dtype.name)
+                text = render_c(kernel, _UNNAMED, "static", team_min=team_min_for([node]))
+                functions[id(node)] = once(text, f"kiln_{node.prim.indexed}_{tag}", elem_fns)
+                uses[s].add(functions[id(node)])
             elif node.prim.name == "matmul":
                 blas_segments.add(s)
                 threaded_blas = threaded_blas or blas_may_thread(node)

@@ -1,4 +1,4 @@
-"""Window reductions in generated C: a sum or max over a few small axes of a large array.
+"""Window reductions in generated code: a sum or max over a few small axes of a large array.
 
 Pooling reduces tiling windows: LeNet's max_pool2d is a max over axes (3, 5) of the
 activation viewed as (N, C, H/2, 2, W/2, 2), and its backward counts the maxima of each
@@ -7,17 +7,18 @@ window with a sum over the same axes. The eager kernel (kiln/ops/reduce.py,
 reduced axes, ``((x0 + x1) + x2) + x3``; the loop here makes the same operations in the
 same order for each output element, so its result equals eager's bit for bit. It runs
 exactly where the eager kernel takes that path (`is_window`), on a compact input.
+
+`window_geometry` lays the reduction out as the loops of its kernel (lower.lower_window).
 """
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 from ...ir import Node
 from ....ops.reduce import windowed
 from ....shaped import c_strides
-from ..render.c_kernels import VECTOR_LOOP
-from .codegen import node_expr
 from .elementwise_groups import offset_expression
 
 
@@ -45,35 +46,29 @@ def _kept(shape: tuple, strides: tuple, axes: tuple) -> list[tuple[int, int]]:
     return [(size, stride) for size, stride in dims] or [(1, 0)]
 
 
-# clang honours restrict on parameters only, not on these block-scope pointers: it is told that the
-# window loop's stores do not alias its loads (what restrict tells GCC)
-CLANG_NO_ALIAS = ["#if defined(__clang__)", "#pragma clang loop vectorize(assume_safety)", "#endif"]
+@dataclass(frozen=True)
+class WindowGeometry:
+    """A window reduction as loops: output element (o, j) of an [outer, inner] space folds, in order, the input
+    elements at ``row + j * step + offset`` for each of `offsets`, where `row` (an index expression over ``o``)
+    is where row o's windows start."""
+
+    outer: int
+    inner: int
+    step: int
+    row: str
+    offsets: tuple[int, ...]
 
 
-def render_window(node: Node, ctype: str, x: str, out: str) -> list[str]:
-    """C statements reducing compact `x` into `out` (C-ordered, the reduced shape) as the eager kernel does."""
+def window_geometry(node: Node) -> WindowGeometry:
+    """The loops of a window reduction (`is_window`) on a compact input, output C-ordered in the reduced shape:
+    the kept dims (adjacent ones merged) are the rows and, fastest, the row's elements; the window's elements
+    are taken in row-major order of the reduced axes, as the eager kernel chains them."""
     shape = tuple(node.inputs[0].shape)
     axes = tuple(node.params["axes"])
     strides = c_strides(shape)
-    offsets = [sum(i * strides[a] for a, i in zip(axes, combo))
-               for combo in itertools.product(*[range(shape[a]) for a in axes])]
+    offsets = tuple(sum(i * strides[a] for a, i in zip(axes, combo))
+                    for combo in itertools.product(*[range(shape[a]) for a in axes]))
     dims = _kept(shape, strides, axes)
     (inner, step), outer_dims = dims[-1], dims[:-1]
-    base, _ = offset_expression("o", outer_dims[::-1])  # (fastest first)
-    outer = math.prod(size for size, _ in outer_dims)
-    op = node.prim.reduction.combine
-    lines = ["    {",
-             f"        const {ctype} *restrict x = {x};",
-             f"        {ctype} *restrict out = {out};",
-             f"        for (long long o = 0; o < {outer}; o++) {{",
-             f"            const {ctype} *restrict row = x + {base};",
-             *CLANG_NO_ALIAS,
-             f"            for (long long j = 0; j < {inner}; j++) {{ {VECTOR_LOOP}",
-             f"                {ctype} acc = row[j * {step} + {offsets[0]}];"]
-    for off in offsets[1:]:
-        lines.append(f"                acc = {node_expr(op, None, ctype, ['acc', f'row[j * {step} + {off}]'])};")
-    lines += [f"                out[o * {inner} + j] = acc;",
-              "            }",
-              "        }",
-              "    }"]
-    return lines
+    row, _ = offset_expression("o", outer_dims[::-1])  # (fastest first)
+    return WindowGeometry(math.prod(size for size, _ in outer_dims), inner, step, row, offsets)

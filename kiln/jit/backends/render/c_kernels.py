@@ -15,14 +15,18 @@
   cross-entropy's ``exp(x - max)``) reads it from the row instead: the same value, computed
   by the same code, without a second exp per element.
 
+* A CheckIndex wraps a negative index as NumPy does and returns its code from the kernel when the
+  index is out of range: an indexed kernel (a gather, a scatter-add) returns 0 when every index fit.
+
 Row kernels take ``(outer, inner, scratch, outputs..., inputs...)`` and return the count;
-elementwise kernels take ``(outer, inner, out, inputs...)``.
+indexed kernels take ``(outer, inner, outputs..., inputs...)`` and return their code; elementwise
+kernels take ``(outer, inner, out, inputs...)``.
 """
 from __future__ import annotations
 
 from ....ops.primitive import REGISTRY
 from .c import C, CLanguage
-from .kernel_ir import Compute, Kernel, Load, Loop, Reduce, Statement, Store
+from .kernel_ir import INDEX_DTYPE, CheckIndex, Compute, Kernel, Load, Loop, Reduce, Statement, Store
 
 STEP = "    "
 # ends the opening line of every loop that must vectorize on every target (cpu/vector_report.py checks)
@@ -44,7 +48,8 @@ class CKernelRenderer:
         self.vector_var: str | None = None  # the element index of the vector loop being rendered
 
     def _ctype(self, dtype_name: str) -> str:
-        return self.lang.type_name(dtype_name)
+        # (an index is no value type of the language's table: int64 math is not spelled for NumPy's bits)
+        return self.lang.index_type if dtype_name == INDEX_DTYPE else self.lang.type_name(dtype_name)
 
     def statement(self, s: Statement, indent: str) -> list[str]:
         lang = self.lang
@@ -64,6 +69,10 @@ class CKernelRenderer:
             return ([f"{indent}/* epilogue: the full-size outputs */"] if epilogue else []) + self.loop(s, indent)
         if isinstance(s, Reduce):
             return self.reduce(s, indent)
+        if isinstance(s, CheckIndex):
+            itype = self._ctype(INDEX_DTYPE)
+            return [indent + lang.local(itype, s.name, f"{s.index} < 0 ? {s.index} + {s.size} : {s.index}"),
+                    f"{indent}if ({s.name} < 0 || {s.name} >= {s.size}) return {s.code};"]
         raise TypeError(f"the C renderer cannot spell {type(s).__name__}")
 
     def block(self, body: tuple, indent: str) -> list[str]:
@@ -128,6 +137,8 @@ class CKernelRenderer:
         if kernel.kind == "rows":
             lines = lang.function(name, "long long", params, [f"{STEP}long long flagged = 0;", *body,
                                                                f"{STEP}return flagged;"], storage, teams=self.teams)
+        elif kernel.kind == "indexed":
+            lines = lang.function(name, "long long", params, [*body, f"{STEP}return 0;"], storage, teams=self.teams)
         else:
             lines = lang.function(name, "void", params, body, storage, wide=kernel.compute_bound, split_inner=True,
                                   teams=self.teams)

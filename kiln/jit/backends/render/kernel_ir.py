@@ -20,6 +20,11 @@ A kernel works over an ``[outer, inner]`` view of its output: ``outer`` independ
 * `Compute`: a typed local from one primitive applied to earlier locals (a `copy` for
   identities such as reshape, or a broadcast read through its index instead).
 * `Store`: a local into a buffer at an index expression.
+* `CheckIndex`: an int64 local read from an index buffer, made an index into an axis of a
+  given size as NumPy's indexing does (a negative one counts from the end); the kernel
+  returns a nonzero code when it is out of range, so its caller can hand the call to NumPy,
+  which raises. Only an ``indexed`` kernel (a gather, a scatter-add) checks indices, and only
+  its index expressions may name an int64 local (the element an index picks).
 * `Reduce`: a *reduce axis*: ``var`` over ``[0, stop)``, the statements of `body` computing
   `value` for each element (the prologue), combined by ``op`` (sum or max) in a stated
   ``order``: ``pairwise`` (NumPy's pairwise summation), ``sequential`` (left to right), or
@@ -42,10 +47,11 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 LOOP_KINDS = ("parallel", "vector", "serial")
-KERNEL_KINDS = ("elementwise", "rows")
+KERNEL_KINDS = ("elementwise", "rows", "indexed")
 REDUCE_OPS = ("sum", "max")
 REDUCE_ORDERS = ("pairwise", "sequential", "any")
 SIZES = ("outer", "inner")  # the sizes every kernel is given
+INDEX_DTYPE = "int64"  # the dtype of index buffers and the locals read from them (a renderer's index type)
 _INDEX_WORDS = ("unsigned", "long")  # the casts a strided index expression may spell
 _NAME = re.compile(r"(?<![A-Za-z_0-9])[A-Za-z_][A-Za-z_0-9]*")  # a name, not a literal's suffix (15u)
 
@@ -156,7 +162,21 @@ class Reduce:
         return load, row
 
 
-Statement = Union[Load, Compute, Store, Loop, Reduce]
+@dataclass(frozen=True)
+class CheckIndex:
+    """``name = index + size if index < 0 else index``, an int64 local; the kernel returns `code` when `name` is
+    outside ``[0, size)`` (NumPy's indexing raises there)."""
+
+    name: str
+    index: str  # an int64 local
+    size: int
+    code: int = 1
+
+    def lines(self, indent: str) -> list[str]:
+        return [f"{indent}{self.name}: int64 = wrap({self.index}, {self.size}) or return {self.code}"]
+
+
+Statement = Union[Load, Compute, Store, Loop, Reduce, CheckIndex]
 
 
 def _one_term(expr: str) -> bool:
@@ -175,7 +195,7 @@ def _one_term(expr: str) -> bool:
 
 def _defined(body: tuple) -> set[str]:
     """The locals a block defines at its own level."""
-    return {s.name for s in body if isinstance(s, (Load, Compute, Reduce))}
+    return {s.name for s in body if isinstance(s, (Load, Compute, Reduce, CheckIndex))}
 
 
 @dataclass(frozen=True)
@@ -183,7 +203,9 @@ class Kernel:
     """One generated kernel: its buffers (outputs first, then inputs) and statements.
 
     `kind` is "elementwise" (each output element from its own inputs: its vector loop may be
-    split across threads too) or "rows" (reductions over each row, with their prologue and epilogue).
+    split across threads too), "rows" (reductions over each row, with their prologue and epilogue) or
+    "indexed" (rows whose elements are read or written at indices from a buffer, checked by `CheckIndex`;
+    the kernel returns nonzero when one is out of range).
     `compute_bound`: its loops evaluate transcendentals, so wider vectors pay.
     """
 
@@ -228,18 +250,19 @@ class Kernel:
         Checks: known kinds, reduce operators and orders; loads read parameters and stores write
         written ones; every operand is a local defined earlier in an enclosing scope, and no local is
         defined twice there (a sibling loop may recompute one); an index expression uses only the
-        sizes and the variables of the loops and reduce axes around it; a Reduce's value is defined
-        in its own body.
+        sizes and the variables of the loops and reduce axes around it, and, in an indexed kernel, the
+        int64 locals in scope; a CheckIndex checks an int64 local, in an indexed kernel only; a
+        Reduce's value is defined in its own body.
         """
         if self.kind not in KERNEL_KINDS:
             raise KernelIRError(f"kernel {self.title}: kind {self.kind!r} is not one of {KERNEL_KINDS}")
         names = [p.name for p in self.params]
         if len(set(names)) != len(names):
             raise KernelIRError(f"kernel {self.title}: a buffer name is repeated in {names}")
-        self._verify_block(self.body, set(), set(), "")
+        self._verify_block(self.body, {}, set(), "")
 
-    def _verify_block(self, body: tuple, scope: set[str], loop_vars: set[str], where: str) -> None:
-        scope = set(scope)
+    def _verify_block(self, body: tuple, scope: dict[str, str], loop_vars: set[str], where: str) -> None:
+        scope = dict(scope)  # local -> its dtype
         for s in body:
             at = f"kernel {self.title}: {where}{s.lines('')[0].strip()!r}"
             if isinstance(s, (Load, Store)):
@@ -248,10 +271,18 @@ class Kernel:
                     raise KernelIRError(f"{at}: no buffer named {s.buffer!r}")
                 if isinstance(s, Store) and not buffer.written:
                     raise KernelIRError(f"{at}: stores into input {s.buffer!r}")
-                unknown = set(_NAME.findall(s.index)) - loop_vars - set(SIZES) - set(_INDEX_WORDS)
+                indices = {n for n, dtype in scope.items() if dtype == INDEX_DTYPE} if self.kind == "indexed" else set()
+                unknown = set(_NAME.findall(s.index)) - loop_vars - set(SIZES) - set(_INDEX_WORDS) - indices
                 if unknown:
                     raise KernelIRError(f"{at}: the index uses {sorted(unknown)}, not a size or an enclosing "
                                         f"loop's variable {sorted(loop_vars)}")
+            if isinstance(s, CheckIndex):
+                if self.kind != "indexed":
+                    raise KernelIRError(f"{at}: only an indexed kernel checks indices (this one is {self.kind})")
+                if scope.get(s.index) != INDEX_DTYPE:
+                    raise KernelIRError(f"{at}: {s.index!r} is not an int64 local defined before it")
+                if s.code == 0:
+                    raise KernelIRError(f"{at}: the code returned for an index out of range must be nonzero")
             operands = (s.value,) if isinstance(s, Store) else s.operands if isinstance(s, Compute) else ()
             for name in operands:
                 if name not in scope:
@@ -266,10 +297,10 @@ class Kernel:
                 self._verify_block(s.body, scope, loop_vars | {s.var}, f"in {s.var!r}'s loop, ")
                 if isinstance(s, Reduce) and s.value not in _defined(s.body):
                     raise KernelIRError(f"{at}: its value {s.value!r} is not computed in its body")
-            if isinstance(s, (Load, Compute, Reduce)):
+            if isinstance(s, (Load, Compute, Reduce, CheckIndex)):
                 if s.name in scope:
                     raise KernelIRError(f"{at}: {s.name!r} is defined twice")
-                scope.add(s.name)
+                scope[s.name] = INDEX_DTYPE if isinstance(s, CheckIndex) else s.dtype
 
     def text(self) -> str:
         """The kernel as readable text (one statement per line, nested by indentation)."""
