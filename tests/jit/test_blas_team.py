@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import blas_team, toolchain
+from kiln.jit.backends.cpu import blas, blas_team, toolchain
 
 SCRIPT = r"""
 import json, os, sys
@@ -45,7 +45,7 @@ print(json.dumps(result))
 
 def _can_share() -> bool:
     return (cpu.available() and bool(toolchain.openmp_flags(toolchain.compiler_command()))
-            and blas_team._setter() is not None)
+            and blas.threads_callback_setter() is not None)
 
 
 pytestmark = pytest.mark.skipif(not _can_share(), reason="no OpenMP compiler, or NumPy's BLAS has no caller-managed "
@@ -100,10 +100,10 @@ def test_nothing_is_shared_before_a_team_library_loads_or_when_switched_off(monk
 
 def test_libgomp_spins_only_where_openblas_shares_the_team(monkeypatch):
     """kiln's idle threads spin (as OpenBLAS's did) only where nothing else spins beside them."""
-    monkeypatch.setattr(blas_team, "can_share", lambda: True)
+    monkeypatch.setattr(toolchain, "can_share_team", lambda: True)
     assert toolchain.openmp_environment() == ("GOMP_SPINCOUNT", toolchain.OPENMP_SPIN_COUNT)
-    monkeypatch.setattr(blas_team, "can_share", lambda: False)
+    monkeypatch.setattr(toolchain, "can_share_team", lambda: False)
     assert toolchain.openmp_environment() == ("OMP_WAIT_POLICY", "passive")
     monkeypatch.undo()
     monkeypatch.setenv(blas_team.ENV, "0")
-    assert not blas_team.can_share()
+    assert not blas.can_share_team()

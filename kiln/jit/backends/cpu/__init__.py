@@ -22,7 +22,7 @@ import warnings
 from ... import debug
 from ...ir import Graph
 from ..interpret import Plan
-from . import runtime, toolchain
+from . import blas_team, runtime, toolchain  # noqa: F401 - blas_team: told when a team library loads
 from .codegen import FusedElementwise
 from .fuse_graph import fuse, fuse_elementwise, fuse_rows
 from .rowcode import RowKernel

@@ -16,6 +16,7 @@ is not used: matmuls then stay with NumPy itself.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,21 @@ def openblas_function(name: str, argtypes: list, restype: Any) -> Any:
         return None
     function.argtypes, function.restype = argtypes, restype
     return function
+
+
+SHARED_TEAM_ENV = "KILN_SHARED_BLAS_TEAM"  # 0: NumPy's OpenBLAS keeps its own threads (blas_team.py)
+
+
+def threads_callback_setter() -> Any:
+    """OpenBLAS's ``openblas_set_threads_callback_function`` (caller-managed threading, OpenBLAS 0.3.27+) in
+    NumPy's BLAS, or None."""
+    return openblas_function("openblas_set_threads_callback_function", [ctypes.c_void_p], None)
+
+
+def can_share_team() -> bool:
+    """Whether NumPy's OpenBLAS has caller-managed threading and $KILN_SHARED_BLAS_TEAM allows using it (what
+    blas_team.share needs besides kernels that run on teams); builds nothing."""
+    return os.environ.get(SHARED_TEAM_ENV, "").strip() != "0" and threads_callback_setter() is not None
 
 
 def blas_threads() -> int:

@@ -30,21 +30,17 @@ import logging
 import os
 import threading
 
+from ..render.openmp import BLAS_TEAM_SOURCE, BLAS_TEAM_SYMBOL
+from . import toolchain
+from .blas import SHARED_TEAM_ENV, can_share_team, threads_callback_setter
+
 _log = logging.getLogger("kiln.jit")
-ENV = "KILN_SHARED_BLAS_TEAM"
-_CALLBACK = "openblas_set_threads_callback_function"
+ENV = SHARED_TEAM_ENV
 
 _lock = threading.RLock()
 # "shared": bool once decided; "deciding": set while the deciding thread builds the callback library;
 # "lib", "set": the callback library and OpenBLAS's setter
 _state: dict = {}
-
-
-def _setter():
-    """OpenBLAS's ``openblas_set_threads_callback_function`` in NumPy's BLAS, or None."""
-    from .blas import openblas_function  # noqa: PLC0415 - blas imports NumPy's extension lazily
-
-    return openblas_function(_CALLBACK, [ctypes.c_void_p], None)
 
 
 def _back_to_openblas_threads() -> None:
@@ -58,21 +54,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_back_to_openblas_threads)
 
 
-def can_share() -> bool:
-    """Whether NumPy's OpenBLAS has caller-managed threading and $KILN_SHARED_BLAS_TEAM allows using it (what
-    `share` needs besides kernels that run on teams); builds nothing."""
-    return os.environ.get(ENV, "").strip() != "0" and _setter() is not None
-
-
 def _decide() -> bool:
-    from . import toolchain  # noqa: PLC0415 - toolchain calls share() after loading a library
-    from ..render.openmp import BLAS_TEAM_SOURCE, BLAS_TEAM_SYMBOL  # noqa: PLC0415
-
-    if not can_share():
+    if not can_share_team():
         _log.debug("kiln: NumPy's OpenBLAS keeps its own threads ($%s=0, or a BLAS without caller-managed "
                    "threading, which OpenBLAS has from 0.3.27)", ENV)
         return False
-    setter = _setter()
+    setter = threads_callback_setter()
     try:
         command = toolchain.compiler_command()
         if not (toolchain.openmp_flags(command) and toolchain.prepare_openmp_runtime()):
@@ -117,3 +104,6 @@ def calls() -> tuple[int, int]:
         return 0, 0
     return (ctypes.c_longlong.in_dll(lib, "kiln_blas_team_calls").value,
             ctypes.c_longlong.in_dll(lib, "kiln_blas_thread_calls").value)
+
+
+toolchain.after_team_library.append(share)  # a library whose kernels run on teams is loaded: decide now

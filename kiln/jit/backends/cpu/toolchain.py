@@ -53,9 +53,10 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from . import blas_team, parallel
+from . import parallel
+from .blas import can_share_team
 
 try:
     import fcntl
@@ -129,6 +130,9 @@ _building: dict[str, threading.Lock] = {}  # key -> the lock its (one) builder h
 _probed: dict[tuple[str, ...], str | None] = {}  # compiler command -> why it does not work (None: it works)
 _versions: dict[tuple[str, ...], str] = {}
 _targets: dict[tuple[str, ...], str] = {}
+# called after each load of a library whose kernels run on teams (blas_team.py adds its `share`: the teams must not
+# share the CPUs with OpenBLAS's spinning threads)
+after_team_library: list[Callable[[], object]] = []
 _macros: dict[tuple[str, ...], str] = {}  # compiler command -> its predefined macros under -march
 _openmp: dict[tuple[str, ...], bool] = {}  # compiler command -> whether it builds OpenMP kernels
 _runtime_prepared: list[bool] = []  # [whether kernels may run on teams], once libgomp is prepared
@@ -319,7 +323,7 @@ def prepare_openmp_runtime() -> bool:
 def openmp_environment() -> tuple[str, str]:
     """The variable and value kiln loads libgomp with: a spin of OPENMP_SPIN_COUNT where NumPy's OpenBLAS can run its
     threads on kiln's team (nothing else spins then), else OPENMP_SLEEPING."""
-    if blas_team.can_share():
+    if can_share_team():
         return "GOMP_SPINCOUNT", OPENMP_SPIN_COUNT
     return "OMP_WAIT_POLICY", OPENMP_SLEEPING
 
@@ -782,8 +786,9 @@ def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
         with _lock:
             _loaded[key] = lib
             _building.pop(key, None)
-    if teams:  # the library's teams must not share the CPUs with OpenBLAS's spinning threads
-        blas_team.share()
+    if teams:
+        for hook in after_team_library:
+            hook()
     return lib
 
 
