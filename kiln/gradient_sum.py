@@ -28,18 +28,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .functional_hook import functional as _functional
+
 if TYPE_CHECKING:
     from .tensor import Tensor
 
 # A product's summed dim (the rows of `a`) at most this long is gathered: BLAS is far below
 # its peak on such thin products, and the pieces held until the sum are small.
 GATHERED_PRODUCT_ROWS = 64
-
-
-def _functional() -> Any:
-    from . import functional  # noqa: PLC0415 - cycle: functional imports autograd
-
-    return functional
 
 
 class SliceOfDim(NamedTuple):

@@ -23,8 +23,13 @@ from .nn import *  # noqa: F403 - the neural-network functional ops
 from .nn import __all__ as _nn_all
 from .activations_extra import hardshrink, logsigmoid, rrelu, softmin, softshrink
 
+import sys as _sys
 import types as _types
 
 # Submodules (math, shape, nn, ...) stay out of `*`: `from kiln.functional import *` in
 # kiln/__init__.py would otherwise shadow kiln.nn with kiln.functional.nn.
 __all__ = [n for n, v in dict(globals()).items() if not n.startswith("_") and not isinstance(v, _types.ModuleType)]
+
+from .. import functional_hook as _functional_hook
+
+_functional_hook.install(_sys.modules[__name__])  # the primitives' VJPs call these ops (kiln/functional_hook.py)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import bool_, get_dtype
+from ..functional_hook import functional as F  # noqa: N812 - the functional ops VJPs are written in
 from .bit_select import bit_select
 from .primitive import AbstractValue, Primitive, ShapeError
 
@@ -35,12 +36,6 @@ def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
                                  f"(dimension {i - ndim} is {size} vs {d})")
         out.append(size)
     return tuple(out)
-
-
-def F():  # noqa: N802 - lazy access to the functional ops used by VJPs
-    from .. import functional
-
-    return functional
 
 
 # ---- unary ------------------------------------------------------------------------
