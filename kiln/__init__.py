@@ -24,7 +24,7 @@ from .functional.scatter import scatter, scatter_reduce
 from .functional.trig import (acos, acosh, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, asin, asinh,
                               atan, atan2, atanh, cosh, sinh, tan)
 from .functional.shape import roll
-# (imported here, not by kiln.functional, so that these modules stay out of the eager core's import cycle)
+# (imported here, not by kiln.functional, which these modules build on)
 from .functional.aliases import (absolute, divide, greater, greater_equal, less, less_equal, moveaxis, multiply,
                                  negative, not_equal, numel, ravel, subtract, swapdims, true_divide)
 from .functional.compound import (addbmm, addcdiv, addcmul, addmm, addmv, addr, baddbmm, clamp_max, clamp_min,

@@ -15,6 +15,9 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import numpy as np
+
+from . import late_bound
 from .gradient_sum import GradientSum, PendingGradient
 from .trace_state import trace_state
 from .unread_inputs import kept_inputs
@@ -363,8 +366,6 @@ def _whole_view(data: Any, base: Any) -> bool:
 def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph: bool,
                  create_graph: bool, inputs: Sequence[Tensor] | None = None) -> list[Tensor | None] | None:
     """Backpropagate `grads` from `roots`. With `inputs`, return their grads instead of accumulating."""
-    from .tensor import Tensor  # noqa: PLC0415 - cycle: tensor imports autograd
-
     tracer = trace_state.tracer
     if tracer is not None:  # backward inside kiln.compile: the VJPs below are recorded as graph ops
         tracer.on_backward()
@@ -386,7 +387,7 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
         handed_out.add(id(data))
         if base is not None:
             handed_out.add(id(base))
-        out = Tensor._wrap(data, g._device)
+        out = late_bound.Tensor._wrap(data, g._device)
         if tracer is not None:  # the same value as g (a private copy of it)
             tracer.on_alias(g, out)
         return out
@@ -498,6 +499,19 @@ def run_backward(roots: Sequence[Tensor], grads: Sequence[Tensor], retain_graph:
     return None
 
 
+def default_grad(t: Tensor) -> Tensor:
+    """The gradient ``backward()`` starts from without one: ones like `t`, which must hold one element."""
+    if t._data.size != 1:
+        raise RuntimeError(
+            f"grad can be implicitly created only for scalar outputs, got shape {tuple(t.shape)}; "
+            "pass a gradient of that shape to backward(gradient=...)"
+        )
+    data = t._data
+    if type(data) is np.ndarray and trace_state.tracer is None:  # eager: the Full kernel's array, directly
+        return late_bound.Tensor._wrap(np.full(data.shape, 1, dtype=data.dtype), t._device)
+    return late_bound.functional().ones_like(t)
+
+
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
          grad_outputs: Tensor | Sequence[Tensor] | None = None, retain_graph: bool | None = None,
          create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
@@ -506,14 +520,13 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     >>> x = kiln.tensor([1.0, 2.0], requires_grad=True)
     >>> (gx,) = kiln.autograd.grad((x * x).sum(), x)
     """
-    from .tensor import Tensor, _default_grad
-
-    outs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    tensor = late_bound.Tensor
+    outs = [outputs] if isinstance(outputs, tensor) else list(outputs)
+    ins = [inputs] if isinstance(inputs, tensor) else list(inputs)
     if grad_outputs is None:
-        gouts = [_default_grad(o) for o in outs]
+        gouts = [default_grad(o) for o in outs]
     else:
-        gouts = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+        gouts = [grad_outputs] if isinstance(grad_outputs, tensor) else list(grad_outputs)
     retain = create_graph if retain_graph is None else retain_graph
     result = run_backward(outs, gouts, retain, create_graph, inputs=ins)
     assert result is not None

@@ -1,9 +1,8 @@
 """Devices: where a tensor lives, and the array module (`xp`) that computes on it.
 
 ``"cpu"`` computes with NumPy and ``"cuda"`` (alias ``"gpu"``) with CuPy. `array_module`
-says which module serves a device, `check_same_device` gives the error for an op whose
-tensors live on two devices, and `transfer` copies a tensor to another device with
-autograd (the gradient flows back to the source device).
+says which module serves a device, and `check_same_device` gives the error for an op whose
+tensors live on two devices. Copies between devices are a primitive (kiln/ops/device_copy.py).
 """
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from .dtypes import _BY_NAME
-from .trace_state import trace_state
 
 
 class Device:
@@ -187,22 +185,6 @@ def array_module_of(array: Any) -> ModuleType:
     return np
 
 
-def to_gpu(tree: Any) -> Any:
-    """`tree` (a tensor, or tuples, lists and dicts of them) with every CPU tensor copied to the GPU.
-
-    What ``auto_device=True`` does to a compiled function's arguments when a GPU is present.
-    """
-    from .tensor import Tensor  # noqa: PLC0415 - kiln.tensor imports this module
-
-    if isinstance(tree, Tensor):
-        return transfer(tree, get_device("cuda")) if tree._device.type == "cpu" else tree
-    if isinstance(tree, dict):
-        return {k: to_gpu(v) for k, v in tree.items()}
-    if isinstance(tree, (tuple, list)) and not hasattr(tree, "_fields"):
-        return type(tree)(to_gpu(v) for v in tree)
-    return tree
-
-
 def check_same_device(op: str, tensors: Any) -> None:
     """Raise DeviceMismatchError when `tensors` do not all live on one device, naming both."""
     first = None
@@ -214,59 +196,3 @@ def check_same_device(op: str, tensors: Any) -> None:
             raise DeviceMismatchError(
                 f"{op}: expected all tensors on one device, got one on {first} and one on {device}; move them "
                 f"to one device first, e.g. x.to('{first}') or x.to('{device}')")
-
-
-def transfer(x: Any, device: Device) -> Any:
-    """Copy tensor `x` to `device`; with autograd, the gradient is copied back to x's device.
-
-    A transfer inside a compiled function raises RuntimeError: a compiled plan runs on one
-    device, so move the inputs before the call.
-    """
-    from .autograd import Node, _state  # noqa: PLC0415 - kiln.autograd imports kiln.device
-    from .tensor import Tensor  # noqa: PLC0415
-
-    if trace_state.tracer is not None:
-        raise RuntimeError(f"moving a tensor from {x.device} to {device} inside a compiled function is not "
-                           "supported: the plan runs on one device; move the inputs before calling it (or pass "
-                           "auto_device=True to kiln.compile), and the module with model.to(device)")
-    out = Tensor._wrap(_copy_array(x._data, device), device)
-    if x.requires_grad and _state.enabled:
-        out.requires_grad = True
-        out._node = Node(_device_copy(), (x,), {"device": device}, out)
-    return out
-
-
-def _copy_array(data: Any, device: Device) -> Any:
-    if device.type == "cpu":
-        return data.get() if hasattr(data, "get") and not isinstance(data, np.ndarray) else np.array(data)
-    xp = device.xp
-    with xp.cuda.Device(device.index or 0):
-        return xp.asarray(data)
-
-
-_copy_prim: list = []
-
-
-def _device_copy() -> Any:
-    """The device-copy primitive of `transfer`'s autograd nodes, made on first use (kiln.ops imports this module)."""
-    if _copy_prim:
-        return _copy_prim[0]
-    from .ops.primitive import Primitive  # noqa: PLC0415
-
-    class DeviceCopy(Primitive):
-        """A copy to another device; not in the primitive registry, since traces refuse transfers."""
-
-        def __init__(self) -> None:
-            self.name = "device_copy"
-
-        def abstract(self, x: Any, *, device: Device) -> Any:
-            return x
-
-        def kernel(self, xp: Any, x: Any, *, device: Device) -> Any:
-            return _copy_array(x, device)
-
-        def vjp(self, g: Any, inputs: tuple, node: Any, *, device: Device) -> tuple:
-            return (transfer(g, inputs[0].device),)
-
-    _copy_prim.append(DeviceCopy())
-    return _copy_prim[0]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .functional_hook import functional as _functional
+from .late_bound import functional as _functional
 
 if TYPE_CHECKING:
     from .tensor import Tensor

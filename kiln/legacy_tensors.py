@@ -11,12 +11,16 @@ True
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .dtypes import DType, bfloat16, bool_, default_float, float16, float32, float64, get_dtype, int32, int64
-from .tensor import Tensor, tensor
+from . import late_bound
+from .device import get_device
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
 
 
 def _is_size(value: Any) -> bool:
@@ -31,16 +35,15 @@ def legacy_new(args: tuple, dtype: DType | None, device: Any, name: str) -> Tens
     `dtype`. `dtype` None (``kiln.Tensor``) means the default float for Python data, while a
     tensor or a NumPy array keeps its dtype (PyTorch would round a float64 array to float32).
     """
-    from .functional.creation import zeros  # noqa: PLC0415 - kiln.functional imports kiln.tensor
-
+    functional = late_bound.functional()
     if all(_is_size(a) for a in args):  # no args: an empty 1-D tensor
-        return zeros(*(args or (0,)), dtype=dtype or default_float, device=device)
+        return functional.zeros(*(args or (0,)), dtype=dtype or default_float, device=device)
     if len(args) > 1:
         kinds = ", ".join(type(a).__name__ for a in args)
         raise TypeError(f"{name}() expects sizes (ints, e.g. {name}(2, 3)) or one sequence of data (e.g. "
                         f"{name}([1, 2])), got ({kinds}); for a tensor with a dtype use kiln.tensor(data, dtype=...)")
     data = args[0]
-    if isinstance(data, Tensor):
+    if isinstance(data, late_bound.Tensor):
         if dtype is not None and data.dtype != dtype:
             raise TypeError(f"{name}(tensor) expects a tensor of dtype {dtype.name}, got {data.dtype.name}; convert it "
                             f"first with tensor.to(kiln.{dtype.name})")
@@ -52,8 +55,8 @@ def legacy_new(args: tuple, dtype: DType | None, device: Any, name: str) -> Tens
         raise TypeError(f"{name}(data): data must be a sequence, got {type(data).__name__} ({data!r}); for a 0-d "
                         f"tensor use kiln.tensor({data!r}), for a 1-D one {name}([{data!r}])")
     if dtype is None and isinstance(data, np.ndarray):  # kiln.Tensor(array) keeps every value: the array's dtype
-        return tensor(data, device=device)
-    return tensor(data, dtype=dtype or default_float, device=device)
+        return late_bound.tensor(data, device=device)
+    return late_bound.tensor(data, dtype=dtype or default_float, device=device)
 
 
 class _LegacyTensorType(type):
@@ -62,13 +65,11 @@ class _LegacyTensorType(type):
     dtype: Any
 
     def __call__(cls, *args: Any, device: Any = None) -> Tensor:  # type: ignore[override]
-        from .device import get_device  # noqa: PLC0415
-
         return legacy_new(args, get_dtype(cls.dtype), get_device(device) if device is not None else None,
                           f"kiln.{cls.__name__}")
 
     def __instancecheck__(cls, obj: Any) -> bool:
-        return (isinstance(obj, Tensor) and isinstance(cls.dtype, DType) and obj._data.dtype == cls.dtype.np
+        return (isinstance(obj, late_bound.Tensor) and isinstance(cls.dtype, DType) and obj._data.dtype == cls.dtype.np
                 and obj._device.type == "cpu")
 
     def __repr__(cls) -> str:

@@ -10,11 +10,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import autograd
+from . import autograd, late_bound
 from .device import CPU, Device, get_device, is_device_spec
 from .dtypes import (DType, DTypeOverflowError, check_array_fits, default_float, from_numpy_dtype, get_dtype,
                      lossless_array, overflow_error)
+from .legacy_tensors import legacy_dtype, legacy_new
 from .ops import primitive
+from .ops.device_copy import transfer
 from .ops.pending import PendingArray
 
 
@@ -56,8 +58,6 @@ class Tensor:
 
         Also kiln's older ``Tensor(data, dtype, device, requires_grad)``, positional or by keyword.
         """
-        from .legacy_tensors import legacy_new  # noqa: PLC0415 - it imports this module
-
         if len(args) > 1 and _names_dtype(args[1]):  # kiln's Tensor(data, dtype, device, requires_grad)
             if len(args) > 4:
                 raise TypeError(f"Tensor() takes sizes or (data, dtype, device, requires_grad), got {len(args)} "
@@ -214,9 +214,7 @@ class Tensor:
             raise RuntimeError("Cannot access accelerator device when none is available: pin_memory() needs a "
                                "GPU. Guard it as in PyTorch (`if kiln.cuda.is_available(): x = x.pin_memory()`), "
                                "or drop it: kiln's DataLoader accepts pin_memory=True and ignores it")
-        from .functional.shape import clone  # noqa: PLC0415 - functional imports this module
-
-        return clone(self)
+        return late_bound.functional().clone(self)
 
     def is_pinned(self, device: Any = None) -> bool:
         """False: kiln never holds a tensor in page-locked memory."""
@@ -401,7 +399,7 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
         if gradient is None:
-            gradient = _default_grad(self)
+            gradient = autograd.default_grad(self)
         elif not isinstance(gradient, Tensor):
             gradient = tensor(gradient, dtype=self.dtype)
         if tuple(gradient.shape) != tuple(self.shape):
@@ -436,15 +434,11 @@ class Tensor:
                 dtype = arg
         out = self
         if dtype is not None:
-            from .functional.math import cast  # noqa: PLC0415
-
-            out = cast(out, get_dtype(dtype))
+            out = late_bound.functional().cast(out, get_dtype(dtype))
         if device is not None:
             dev = get_device(device)
             if dev != out._device:
-                from .functional.shape import to_device  # noqa: PLC0415
-
-                out = to_device(out, dev)
+                out = transfer(out, dev)
         if copy and out is self:
             out = self.clone()
         return out
@@ -478,8 +472,6 @@ class Tensor:
         class or its name (``x.type(kiln.LongTensor)``, ``x.type("torch.LongTensor")``)."""
         if dtype is None:
             return f"kiln.{self.dtype.name}"
-        from .legacy_tensors import legacy_dtype  # noqa: PLC0415 - it imports this module
-
         return self.to(legacy_dtype(dtype) or dtype)
 
     # ---- printing -----------------------------------------------------------------
@@ -580,20 +572,6 @@ def _to_host(data: Any) -> np.ndarray:
     if data.__class__ is PendingArray:
         return data.realize()
     return data.get()  # cupy
-
-
-def _default_grad(t: Tensor) -> Tensor:
-    if t._data.size != 1:
-        raise RuntimeError(
-            f"grad can be implicitly created only for scalar outputs, got shape {tuple(t.shape)}; "
-            "pass a gradient of that shape to backward(gradient=...)"
-        )
-    data = t._data
-    if type(data) is np.ndarray and primitive.trace_state.tracer is None:  # eager: the Full kernel's array, directly
-        return Tensor._wrap(np.full(data.shape, 1, dtype=data.dtype), t._device)
-    from .functional.creation import ones_like  # noqa: PLC0415
-
-    return ones_like(t)
 
 
 def _infer_dtype(data: Any) -> DType | None:
@@ -721,3 +699,4 @@ def literal(value: Any, dtype: DType, device: Device) -> Tensor:
 
 
 primitive._Tensor = Tensor  # bind() creates outputs of this class
+late_bound.Tensor, late_bound.tensor = Tensor, tensor  # the modules below this one make tensors too

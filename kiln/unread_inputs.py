@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import late_bound
 from .shaped import Shaped
+from .trace_state import trace_state as _trace_state
 
 if TYPE_CHECKING:
     from .ops.primitive import Primitive
@@ -56,8 +58,6 @@ class ShapeOnly(Shaped):
         return f"ShapeOnly(shape={self.shape}, dtype={self.dtype})"
 
 
-_trace_state: Any = None  # kiln.ops.primitive.trace_state, bound on first use (that module imports autograd)
-_Tensor: Any = None  # kiln.tensor.Tensor, likewise
 _new = object.__new__
 
 
@@ -72,10 +72,6 @@ def kept_inputs(prim: Primitive, inputs: tuple, saves: tuple[int, ...]) -> tuple
     While kiln.jit traces, a stand-in is the same traced value as the input it replaces (so a
     traced backward sees that value, with its symbolic shape); while djit records, every input is
     kept."""
-    global _trace_state, _Tensor
-    if _trace_state is None:
-        from .trace_state import trace_state as _trace_state  # noqa: PLC0415
-        from .tensor import Tensor as _Tensor  # noqa: PLC0415
     if _trace_state.lazy is not None:
         return inputs
     tracer = _trace_state.tracer
@@ -87,7 +83,7 @@ def kept_inputs(prim: Primitive, inputs: tuple, saves: tuple[int, ...]) -> tuple
         data = t._data
         if data.__class__ is ShapeOnly or data.dtype.kind in "biu":
             continue
-        stand_in = _new(_Tensor)
+        stand_in = _new(late_bound.Tensor)
         stand_in._data = ShapeOnly(data.shape, data.dtype, prim, i)
         stand_in._device = t._device
         stand_in.requires_grad = True

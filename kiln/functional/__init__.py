@@ -30,6 +30,6 @@ import types as _types
 # kiln/__init__.py would otherwise shadow kiln.nn with kiln.functional.nn.
 __all__ = [n for n, v in dict(globals()).items() if not n.startswith("_") and not isinstance(v, _types.ModuleType)]
 
-from .. import functional_hook as _functional_hook
+from .. import late_bound as _late_bound
 
-_functional_hook.install(_sys.modules[__name__])  # the primitives' VJPs call these ops (kiln/functional_hook.py)
+_late_bound.install_functional(_sys.modules[__name__])  # the primitives' VJPs call these ops (kiln/late_bound.py)

@@ -1,8 +1,8 @@
 """Where eager `cross_entropy` may hand large logits to compiled plans.
 
 The implementation lives with the compiler (kiln/jit/eager_plans.py), which installs it here when kiln.jit
-is imported: the eager core does not import the compiler, and this module imports nothing of kiln, so that
-neither joins the eager core's import cycle.
+is imported: the eager core does not import the compiler, and this module imports nothing of kiln, so no
+import cycle runs between them.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from ..ops.primitive import REGISTRY, ShapeError, bind, bind_binary
 from ..trace_state import trace_state
 from ..tensor import Tensor, literal
 from .checks import checked_divisor
+from .reshaping import reshape, squeeze_dims
 
 _P = REGISTRY
 
@@ -502,11 +503,9 @@ def _values_and_indices(x: Tensor, dim: Any, keep: bool, arg: Any) -> _MaxResult
     gradient goes to that one element even when there are ties (as PyTorch's max(dim) does)."""
     if x.ndim == 0:
         return _MaxResult((amax(x) if arg is argmax else amin(x), arg(x)))
-    from .shape import gather, squeeze_dims  # noqa: PLC0415
-
     d = normalize_axes(dim, x.ndim, "max")[0]
     idx = arg(x, d, True)
-    values = gather(x, d, idx)
+    values = bind(_P["gather"], (x, idx), {"axis": d})  # (idx is x's shape but along d, and in range)
     if not keep:
         values, idx = squeeze_dims(values, (d,)), squeeze_dims(idx, (d,))
     return _MaxResult((values, idx))
@@ -528,8 +527,6 @@ def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = 
         m = where(isfinite(m), m, 0.0)  # a scalar, not a zeros array of a baked-in shape
         out = add(log(sum(exp(sub(x, m)), axes, True)), m)
     if not keep:
-        from .shape import squeeze_dims  # noqa: PLC0415
-
         out = squeeze_dims(out, axes)
     return out
 
@@ -586,17 +583,15 @@ def norm(x: Tensor, p: float = 2.0, dim: Any = None, keepdim: bool = False) -> T
 # ---- linear algebra ---------------------------------------------------------------
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with NumPy semantics: 1-D operands are promoted and squeezed back."""
-    if getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False):
-        from ..sparse import matmul as sparse_matmul  # noqa: PLC0415 - kiln.sparse imports kiln.functional
-
-        return sparse_matmul(a, b)
+    if getattr(a, "is_sparse", False):  # a sparse tensor's own product (kiln.sparse builds on kiln.functional)
+        return a.matmul(b)
+    if getattr(b, "is_sparse", False):
+        return b.__rmatmul__(a)
     a, b = _as_tensor(a), _as_tensor(b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: both operands need at least 1 dim, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     if a._data.dtype != b._data.dtype:
         a, b = _operands(a, b)
-    from .shape import reshape  # noqa: PLC0415
-
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:  # name the user's shapes, before 1-D promotion
         raise ShapeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not align (inner "
                          f"dimensions {a.shape[-1]} and {b.shape[-2 if b.ndim > 1 else 0]} differ)")
@@ -635,8 +630,6 @@ def einsum(spec: str, *operands: Tensor) -> Tensor:
 
 
 def outer(a: Tensor, b: Tensor) -> Tensor:
-    from .shape import reshape  # noqa: PLC0415
-
     return mul(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
@@ -650,16 +643,12 @@ def sum_to(g: Tensor, shape: Sequence[int]) -> Tensor:
     if g.ndim == len(shape) and tuple(g.shape) == shape:  # (lengths first: tuple == compares items first,
         return g                                          # and each symbolic size compared is a shape guard)
     if g.ndim < len(shape):  # `shape` has extra leading 1s (x[i] = v with v of shape (1, n))
-        from .shape import reshape  # noqa: PLC0415
-
-        g = reshape(g, (1,) * (len(shape) - g.ndim) + tuple(g.shape))
+            g = reshape(g, (1,) * (len(shape) - g.ndim) + tuple(g.shape))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, d in enumerate(shape) if d == 1 and g.shape[i + lead] != 1
     )
     out = bind(_P["sum"], (g,), {"axes": axes, "keepdims": True}) if axes else g
     if lead or tuple(out.shape) != shape:
-        from .shape import reshape  # noqa: PLC0415
-
-        out = reshape(out, shape)
+            out = reshape(out, shape)
     return out

@@ -11,46 +11,10 @@ from ..tensor import Tensor
 from ..dtypes import promote
 from ..sizes import is_int
 from .checks import checked_index, size_tuple
-from .math import _as_tensor, cast, normalize_axes, where
+from .math import _as_tensor, add, cast, ge, le, normalize_axes, where
+from .reshaping import _shape_arg, reshape, squeeze_dims, view  # noqa: F401 - view: one of the shape ops too
 
 _P = REGISTRY
-
-
-def _shape_arg(shape: tuple) -> tuple:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
-
-
-def _infer_shape(op: str, shape: Sequence[Any], numel: int, src: tuple) -> tuple:
-    shape = size_tuple(op, shape, "shape")
-    if shape.count(-1) > 1:
-        raise ShapeError(f"{op}: only one dimension can be -1, got {shape}")
-    if -1 in shape:
-        known = _math.prod(d for d in shape if d != -1)
-        if known == 0 or numel % known:
-            raise ShapeError(f"{op}: cannot reshape a tensor of shape {src} ({numel} elements) into {shape}")
-        shape = tuple(numel // known if d == -1 else d for d in shape)
-    if _math.prod(shape) != numel:
-        raise ShapeError(f"{op}: cannot reshape a tensor of shape {src} ({numel} elements) into {shape}")
-    return shape
-
-
-def reshape(x: Tensor, *shape: Any) -> Tensor:
-    """x with a new shape (one dim may be -1)."""
-    return _reshape(x, shape, "reshape")
-
-
-def view(x: Tensor, *shape: Any) -> Tensor:
-    return _reshape(x, shape, "view")
-
-
-def _reshape(x: Tensor, shape: tuple, op: str) -> Tensor:
-    src = tuple(x.shape)
-    target = _infer_shape(op, _shape_arg(shape), _math.prod(src), src)
-    if len(target) == len(src) and target == src:  # (src is symbolic under dynamic_dims: no shape guard)
-        return x
-    return bind(_P["reshape"], (x,), {"shape": target})
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -59,11 +23,6 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     s = start_dim % x.ndim
     e = end_dim % x.ndim
     shape = x.shape[:s] + (_math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:]
-    return reshape(x, shape)
-
-
-def squeeze_dims(x: Tensor, axes: Sequence[int]) -> Tensor:
-    shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
     return reshape(x, shape)
 
 
@@ -490,8 +449,6 @@ def _tri_mask(x: Tensor, diagonal: int, upper: bool) -> Tensor:
     rows, cols = x.shape[-2], x.shape[-1]
     r = reshape(arange(rows, device=x.device), (rows, 1))
     c = reshape(arange(cols, device=x.device), (1, cols))
-    from .math import add, ge, le  # noqa: PLC0415
-
     return ge(c, add(r, diagonal)) if upper else le(c, add(r, diagonal))
 
 
@@ -516,8 +473,8 @@ def contiguous(x: Tensor) -> Tensor:
 
 
 def to_device(x: Tensor, device: Any) -> Tensor:
-    """Move x to another device (a copy); gradients flow back to x's device (kiln.device.transfer)."""
-    from ..device import transfer  # noqa: PLC0415
+    """Move x to another device (a copy); gradients flow back to x's device (kiln/ops/device_copy.py)."""
+    from ..ops.device_copy import transfer  # noqa: PLC0415
 
     return transfer(x, device)
 

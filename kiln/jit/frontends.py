@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from ..device import to_gpu
+from ..ops.device_copy import to_gpu
 from ..trace_state import trace_state
 from . import debug
 from .function import JITFunction

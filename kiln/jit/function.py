@@ -24,7 +24,8 @@ from ..dtypes import DType
 from ..trace_state import trace_state
 from ..tensor import DataEpoch, Tensor
 from . import debug
-from ..device import cuda_is_available, to_gpu
+from ..device import cuda_is_available
+from ..ops.device_copy import to_gpu
 from .auto_dynamic import AutoDynamicDims, describe_marked, widen
 from .backends import get_backend
 from .branches import MAX_PATHS, WRONG_PATH, branch_problem

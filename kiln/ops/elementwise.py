@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import bool_, get_dtype
-from ..functional_hook import functional as F  # noqa: N812 - the functional ops VJPs are written in
+from ..late_bound import functional as F  # noqa: N812 - the functional ops VJPs are written in
 from .bit_select import bit_select
 from .primitive import AbstractValue, Primitive, ShapeError
 

@@ -25,11 +25,16 @@ from ..tensor import Tensor
 from .build import coalesce, dense_to_sparse, sparse_coo_tensor, to_dense
 from .coo import SparseCOOTensor
 from .layout import Layout, sparse_coo, strided
-from .product import matmul, mm, spmm
+from .product import matmul, mm, rmatmul, spmm
 
 
 def _attach() -> None:
-    """The dense-side hooks (only those Tensor does not define already)."""
+    """The sparse tensor's methods that build on its class (coo.py), and the dense-side hooks (only those Tensor
+    does not define already)."""
+    methods = {"to_dense": to_dense, "coalesce": coalesce, "mm": mm, "matmul": matmul, "__matmul__": matmul,
+               "__rmatmul__": rmatmul}
+    for name, method in methods.items():
+        setattr(SparseCOOTensor, name, method)
     hooks = {
         "to_sparse": dense_to_sparse,
         "to_dense": lambda self: self,

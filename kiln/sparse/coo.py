@@ -9,7 +9,9 @@ its size a static part of the cache key.
 
 Unlike PyTorch, a sparse tensor is not a ``kiln.Tensor`` (``isinstance`` is False); it
 has the attributes graph code reads (``is_sparse``, ``layout``, ``shape``, ``dtype``,
-``device``, ``requires_grad``, ``grad``) and the methods below.
+``device``, ``requires_grad``, ``grad``) and the methods below. The methods that build on this
+class, ``to_dense()``, ``coalesce()``, ``mm()``, ``matmul()`` and ``@``, are attached by kiln.sparse
+from build.py and product.py, which import this module.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import dataclasses
 from typing import Any
 
 from ..dtypes import DType
+from ..functional.shape import cat, flip
 from ..tensor import Tensor
 from .layout import Layout, sparse_coo
 
@@ -163,22 +166,6 @@ class SparseCOOTensor:
         return SparseCOOTensor(self._idx, self._vals.detach(), self._size, self._coalesced)
 
     # ---- conversions -------------------------------------------------------------------
-    def to_dense(self) -> Tensor:
-        """The dense tensor, duplicates summed (differentiable w.r.t. the values).
-
-        >>> kiln.sparse_coo_tensor([[0, 0]], [1.0, 2.0], (2,)).to_dense().tolist()
-        [3.0, 0.0]
-        """
-        from .build import to_dense  # noqa: PLC0415 - build imports this module
-
-        return to_dense(self)
-
-    def coalesce(self) -> SparseCOOTensor:
-        """This tensor with sorted, unique indices; duplicates are summed (differentiable)."""
-        from .build import coalesce  # noqa: PLC0415
-
-        return coalesce(self)
-
     def to_sparse(self, sparse_dim: int | None = None) -> SparseCOOTensor:
         """Already sparse: returns itself."""
         if sparse_dim is not None and sparse_dim != self.sparse_dim():
@@ -211,32 +198,9 @@ class SparseCOOTensor:
         if self.sparse_dim() != 2 or self.dense_dim() != 0:
             raise ValueError(f"t() expects a 2-D sparse matrix without dense dims, got shape {self.shape} with "
                              f"sparse_dim {self.sparse_dim()}")
-        from ..functional.shape import flip  # noqa: PLC0415
-
         return SparseCOOTensor(flip(self._idx, 0), self._vals, (self._size[1], self._size[0]))
 
     # ---- arithmetic --------------------------------------------------------------------
-    def mm(self, other: Any) -> Tensor:
-        """``self @ other`` for a dense `other` (see `kiln.sparse.mm`)."""
-        from .product import mm  # noqa: PLC0415
-
-        return mm(self, other)
-
-    def matmul(self, other: Any) -> Tensor:
-        from .product import matmul  # noqa: PLC0415
-
-        return matmul(self, other)
-
-    def __matmul__(self, other: Any) -> Tensor:
-        from .product import matmul  # noqa: PLC0415
-
-        return matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        from .product import matmul  # noqa: PLC0415
-
-        return matmul(other, self)
-
     def _scaled(self, factor: Any, op: str) -> SparseCOOTensor:
         if isinstance(factor, SparseCOOTensor) or (isinstance(factor, Tensor) and factor.ndim != 0):
             raise TypeError(f"sparse {op} supports a Python number or a 0-d tensor, got "
@@ -263,8 +227,6 @@ class SparseCOOTensor:
         if other.shape != self.shape or other.sparse_dim() != self.sparse_dim():
             raise ValueError(f"sparse + sparse needs equal sizes and sparse_dim, got {self.shape} "
                              f"(sparse_dim {self.sparse_dim()}) and {other.shape} (sparse_dim {other.sparse_dim()})")
-        from ..functional.shape import cat  # noqa: PLC0415
-
         return SparseCOOTensor(cat([self._idx, other._idx], 1), cat([self._vals, other._vals], 0), self._size)
 
     def __sub__(self, other: Any) -> SparseCOOTensor:

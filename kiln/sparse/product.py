@@ -54,6 +54,11 @@ def matmul(a: Any, b: Any) -> Tensor:
     return dense_matmul(a, b)
 
 
+def rmatmul(sparse: Any, other: Any) -> Tensor:
+    """``other @ sparse`` (the sparse tensor's ``__rmatmul__``)."""
+    return matmul(other, sparse)
+
+
 def _dense_operand(x: Any, side: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"sparse matmul: the {side} operand must be a kiln.Tensor, got {_describe(x)}; "

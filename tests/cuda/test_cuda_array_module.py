@@ -13,8 +13,9 @@ ALLOWED = {"bool_", "complex128", "complex64", "dtype", "e", "errstate", "finfo"
            "floating", "generic", "iinfo", "inf", "int16", "int32", "int64", "int8", "integer", "intp", "issubdtype",
            "nan", "ndarray", "newaxis", "number", "pi", "promote_types", "result_type", "can_cast", "signedinteger",
            "uint16", "uint32", "uint64", "uint8", "unsignedinteger"}
-# host-only kernels: the MPI collectives reduce host buffers (GPUs will use NCCL through CuPy)
-HOST_ONLY = {"AllReduceMean"}
+# kernels that compute on host arrays: the MPI collectives reduce host buffers (GPUs will use NCCL through CuPy),
+# and the copy between devices makes a NumPy array when it copies to the CPU
+HOST_ONLY = {"AllReduceMean", "DeviceCopy"}
 
 
 def _numpy_uses(path: Path) -> dict[str, set[str]]:

@@ -137,7 +137,7 @@ def test_compiling_for_cuda_without_a_gpu_raises_at_compile_time(dtype: str) -> 
 
 
 def test_a_transfer_is_a_copy_that_carries_the_gradient_back() -> None:
-    from kiln.device import transfer  # noqa: PLC0415 - the CPU-to-CPU case runs the same autograd node
+    from kiln.ops.device_copy import transfer  # noqa: PLC0415 - the CPU-to-CPU case runs the same autograd node
 
     x = kiln.tensor([1.0, -2.0, 3.0], requires_grad=True)
     y = transfer(x, get_device("cpu"))
