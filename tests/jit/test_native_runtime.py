@@ -26,7 +26,8 @@ import kiln
 import kiln.nn as nn
 import kiln.nn.functional as F
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import arena, blas, gemm, cpython_layout, runtime, toolchain, views
+from kiln.jit.backends.cpu import arena, blas, cpython_layout, runtime, toolchain, views
+from kiln.jit.backends.render import c_gemm
 from kiln.jit.backends.cpu.codegen import PRELUDE
 from kiln.models import gpt, lenet_5, mlp
 from kiln.ops import strided_views
@@ -571,7 +572,7 @@ def test_compiled_matmul_equals_numpy(expr, xs, ws, dtype):
 
 def _helper_library():
     found = blas.numpy_blas()
-    source = PRELUDE + gemm.blas_prelude(found.int_type) + r"""
+    source = PRELUDE + c_gemm.blas_prelude(found.int_type, blas.FUNCTIONS) + r"""
 void kiln_setup(void *const *t) { kiln_bind_blas(t); }
 #define KILN_MM(S, T) void mm_##S(const T *a, long long s1m, long long s1n, const T *b, long long s2n, \
     long long s2p, T *o, long long m, long long n, long long p) { \

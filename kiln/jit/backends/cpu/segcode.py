@@ -2,21 +2,25 @@
 
 A segment function ``long long kiln_segment_K(const void *args, char *arena)`` takes the
 tuple of arrays Python holds for it (graph inputs, NumPy results, fresh outputs; see
-cpython_layout.py) and the calling thread's arena. It first checks each array (exact ndarray,
-dtype, rank, dims, C-contiguous and aligned) and returns 1 at the first that does not
-fit, then runs its nodes in schedule order:
+cpython_layout.py) and the calling thread's arena. This module describes each segment in the
+segment IR (render/segment_ir.py), which render/c_segments.py spells: it first checks each array
+(exact ndarray, dtype, rank, dims, C-contiguous and aligned) and returns 1 at the first that does
+not fit, then runs its nodes in schedule order:
 
 * an elementwise group: its loop (codegen.py) as a static function, called with
   pointers into the buffers (a view is its buffer plus an offset, read with its strides);
 * a row kernel (rowcode.py): likewise; a nonzero return (a row whose maximum is a zero
   of both signs) makes the segment return 2 + the kernel's number in the plan;
-* a matmul: NumPy's BLAS call (gemm.py), one per batch index;
+* a matmul: NumPy's BLAS call (gemm.py plans it, render/c_gemm.py spells it), one per batch index;
 * a sum over leading axes: NumPy's order, every kept column gets ``0 + row0 + row1 + ...``
   (or, where the Sum kernel chains a small window, ``row0 + row1 + ...``): a kernel of the
   kernel IR (lower.lower_leading_sum);
 * a sum of runs added pairwise, in order from 0 (lower.lower_channel_sum): over the first and
   last axes of each channel (a conv bias's gradient), or a single column over many rows, which
   NumPy sums as the contiguous run it is;
+* a window reduction (pooling, lower.lower_window), and a gather or scatter-add along the last
+  axis (lower.lower_indexed), whose index out of range makes the segment return 1;
+* a convolution's unfold2d and fold2d (im2col.py, render/c_im2col.py);
 * ``full``: a fill kernel from the kernel IR (lower.lower_fill), reading its value from a constant.
 
 Constants (literal graph inputs, fill values) are written into the source by their bits,
@@ -34,15 +38,19 @@ from . import blas_team
 from .codegen import C_TYPES, PRELUDE, render_function
 from .lower import lower_channel_sum, lower_fill, lower_indexed, lower_leading_sum, lower_window
 from .parallel import team_min_for
-from .blas import blas_threads
-from .gemm import blas_prelude, render_matmul
+from .blas import FUNCTIONS, blas_threads
+from .gemm import matrix_product
 from .cpython_layout import C_READERS, DESCR_DTYPES, ObjectLayout
 from .elementwise_groups import STRIDED
-from .im2col import UNFOLD_HELPERS, render_fold, render_unfold
+from .im2col import fold_statement, unfold_statement
 from .windows import is_window, window_geometry
+from ..render.c_gemm import blas_prelude
+from ..render.c_im2col import UNFOLD_HELPERS
 from ..render.c_kernels import render_c
+from ..render.c_segments import render_segment
 from ..render.kernel_ir import Kernel
 from ..render.c_reducers import REDUCERS
+from ..render.segment_ir import BlockLoop, BlockPointer, Call, CheckArg, Comment, Constant, Pointer, Segment
 from .rowcode import RowKernel, render_rows_function
 from .schedule import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
@@ -63,7 +71,7 @@ def constant(name: str, array: np.ndarray) -> str:
 
 
 class _Segment:
-    """The C of one segment: argument checks, then each node's code."""
+    """One segment as the segment IR (render/segment_ir.py): argument checks, then each node's statements."""
 
     def __init__(self, a: Analysis, index: int, nodes: list[Node], functions: dict[int, str],
                  row_codes: dict[int, int], fill_values: dict[int, str]):
@@ -85,57 +93,46 @@ class _Segment:
             return [*node.prim.group.inputs, *node.prim.group.outputs]
         return [*node.inputs, node.out]
 
-    def pointer(self, v: Value) -> str:
-        """A C expression for the first element of `v` (its buffer plus its view's offset)."""
+    def pointer(self, v: Value) -> Pointer:
+        """The first element of `v`: its buffer plus its view's offset."""
         a = self.a
         key = a.root[v.id]
         buf = a.buffers[key]
-        ctype = "long long" if v.dtype.name == "int64" else C_TYPES[v.dtype.name]  # (64-bit builds only)
         if buf.kind == "arena":
-            base = f"(({ctype} *)(arena + {buf.offset}))"
+            base, index = "arena", buf.offset
         elif buf.kind == "literal":
-            base = f"kiln_lit{buf.index}.v"
+            base, index = "literal", buf.index
         else:
-            base = f"(({ctype} *)a{self.args.index(key)})"
-        offset = a.layout[v.id].offset
-        return base if offset == 0 else f"({base} + {offset})"
+            base, index = "arg", self.args.index(key)
+        return Pointer(v.dtype.name, base, index, a.layout[v.id].offset)
 
-    def render(self) -> str:
+    def segment(self) -> Segment:
+        """The segment's IR: its argument checks, then its native nodes in order."""
         a = self.a
-        lines = [f"long long kiln_segment_{self.index}(const void *args, char *arena) {{"]
+        statements: list = []
         written = set(a.written.values())
         for j, key in enumerate(self.args):
-            buf = a.buffers[key]
-            v = buf.value
-            dims = ", ".join(str(int(d)) for d in v.shape) or "0"
-            lines.append(f"    static const long long kiln_d{j}[] = {{{dims}}};")
-            strides = "0"
+            v = a.buffers[key].value
             custom = a.held_layouts.get(key)
-            if custom is not None:
-                steps = ", ".join(str(int(s) * v.dtype.np.itemsize) for s in custom.strides) or "0"
-                lines.append(f"    static const long long kiln_s{j}[] = {{{steps}}};")
-                strides = f"kiln_s{j}"
-            lines += [f"    char *a{j} = kiln_arg(args, {j}, {DESCR_DTYPES.index(v.dtype.name)}, {len(v.shape)}, "
-                      f"kiln_d{j}, {strides});",
-                      f"    if (!a{j}) return 1;"]
-            if key in written:  # a state write lands in this array: it must be writable
-                lines.append(f"    if (!kiln_writable(args, {j})) return 1;")
+            strides = None if custom is None else tuple(int(s) * v.dtype.np.itemsize for s in custom.strides)
+            statements.append(CheckArg(j, DESCR_DTYPES.index(v.dtype.name), tuple(int(d) for d in v.shape), strides,
+                                       writable=key in written))
         native = [node for node in self.nodes if a.kinds[id(node)] == "native"]
         for run in self._runs(native):
             if len(run) == 1:
-                lines.append(f"    /* {_describe(run[0])} */")
-                lines += self._node(run[0])
+                statements.append(Comment(_describe(run[0])))
+                statements += self._node(run[0])
                 continue
             n = _flat_size(run[0])
-            lines += [f"    /* {len(run)} elementwise groups over {n} elements, run block by block */",
-                      f"    for (long long kiln_b = 0; kiln_b < {n}; kiln_b += {BLOCK}) {{",
-                      f"        long long kiln_n = {n} - kiln_b < {BLOCK} ? {n} - kiln_b : {BLOCK};"]
+            statements.append(Comment(f"{len(run)} elementwise groups over {n} elements, run block by block"))
+            body: list = []
             for node in run:
-                lines.append(f"        /* {_describe(node)} */")
-                lines.append("    " + self._block_call(node))
-            lines.append("    }")
-        lines += ["    return 0;", "}", ""]
-        return "\n".join(lines)
+                body += [Comment(_describe(node)), self._block_call(node)]
+            statements.append(BlockLoop(n, BLOCK, tuple(body)))
+        return Segment(self.index, tuple(statements))
+
+    def render(self) -> str:
+        return render_segment(self.segment())
 
     # ---- elementwise groups run block by block ----------------------------------------------
     def _runs(self, nodes: list[Node]) -> list[list[Node]]:
@@ -175,70 +172,63 @@ class _Segment:
                     return False
         return True
 
-    def _block_call(self, node: Node) -> str:
+    def _block_call(self, node: Node) -> Call:
         """The group's loop over block [kiln_b, kiln_b + kiln_n) of its flat space."""
         _split, forms = self.a.forms[id(node)]
-        ptrs = [f"({self.pointer(node.out)} + kiln_b)"]
+        ptrs: list = [BlockPointer(self.pointer(node.out))]
         for v, form in zip(node.inputs, forms):
-            ptrs.append(f"({self.pointer(v)} + kiln_b)" if form in ("full", "row") else self.pointer(v))
-        return f"    {self.functions[id(node)]}(1, kiln_n, {', '.join(ptrs)});"
+            ptrs.append(BlockPointer(self.pointer(v)) if form in ("full", "row") else self.pointer(v))
+        return Call(self.functions[id(node)], 1, "kiln_n", tuple(ptrs))
 
-    def _node(self, node: Node) -> list[str]:
+    def _node(self, node: Node) -> list:
         a = self.a
         prim = node.prim
+        fn = self.functions.get(id(node))
         if isinstance(prim, RowKernel):
             space = prim.group.space
-            ptrs = [self.pointer(v) for v in (*prim.group.outputs, *prim.group.inputs)]
-            call = f"{self.functions[id(node)]}({space.outer}, {space.inner}, arena + {a.scratch_offset}, " \
-                   f"{', '.join(ptrs)})"
-            return [f"    if ({call}) return {self.row_codes[id(node)]};"]
+            ptrs = tuple(self.pointer(v) for v in (*prim.group.outputs, *prim.group.inputs))
+            return [Call(fn, space.outer, space.inner, ptrs, scratch=a.scratch_offset,  # type: ignore[arg-type]
+                         on_fail=self.row_codes[id(node)])]
         if id(node) in a.forms:  # an elementwise group
             split, _forms = a.forms[id(node)]
             shape = tuple(node.out.shape)
             outer, inner = math.prod(shape[:split]), math.prod(shape[split:])
-            ptrs = [self.pointer(node.out), *[self.pointer(v) for v in node.inputs]]
-            return [f"    {self.functions[id(node)]}({outer}, {inner}, {', '.join(ptrs)});"]
+            return [Call(fn, outer, inner, (self.pointer(node.out), *[self.pointer(v) for v in node.inputs]))]
         name = prim.name
         if name == "matmul":
             x, y = node.inputs
             lx, ly = a.layout[x.id], a.layout[y.id]
-            return render_matmul(C_TYPES[x.dtype.name], self.pointer(node.out), self.pointer(x), self.pointer(y),
-                                 tuple(node.out.shape), lx.shape, lx.strides, ly.shape, ly.strides)
+            return [matrix_product(x.dtype.name, self.pointer(node.out), self.pointer(x), self.pointer(y),
+                                   tuple(node.out.shape), lx.shape, lx.strides, ly.shape, ly.strides)]
         if name == "unfold2d":
             x = node.inputs[0]
-            return render_unfold(node, C_TYPES[node.out.dtype.name], self.pointer(x), a.layout[x.id].strides,
-                                 self.pointer(node.out))
+            return [unfold_statement(node, self.pointer(x), a.layout[x.id].strides, self.pointer(node.out))]
         if name == "fold2d":
-            return render_fold(node, C_TYPES[node.out.dtype.name], self.pointer(node.inputs[0]), self.pointer(node.out))
+            return [fold_statement(node, self.pointer(node.inputs[0]), self.pointer(node.out))]
         if is_window(node):
             g = window_geometry(node)
-            return [f"    {self.functions[id(node)]}({g.outer}, {g.inner}, {self.pointer(node.out)}, "
-                    f"{self.pointer(node.inputs[0])});"]
+            return [Call(fn, g.outer, g.inner, (self.pointer(node.out), self.pointer(node.inputs[0])))]  # type: ignore[arg-type]
         if prim.reduction is not None:  # (not a window: a native sum over leading axes or channels)
-            return self._colsum(node)
-        if prim.indexed:  # a gather or scatter_add along the last axis (a loss picking its targets' logits)
-            return self._indexed(node)
+            return [self._colsum(node)]
+        if prim.indexed:  # a gather or scatter_add along the last axis (a loss picking its targets' logits): an
+            # index out of range returns 1, and NumPy then raises for the call
+            rows, k, _n = indexed_sizes(node)
+            return [Call(fn, rows, k, tuple(self.pointer(v) for v in (node.out, *node.inputs)),  # type: ignore[arg-type]
+                         on_fail=1)]
         if name == "full":
             n = math.prod(node.out.shape)
-            fill, value = self.functions[id(node)], self.fill_values[id(node)]
-            return [f"    {fill}(1, {n}, {self.pointer(node.out)}, {value}.v);"]
+            return [Call(fn, 1, n, (self.pointer(node.out), Constant(self.fill_values[id(node)])))]  # type: ignore[arg-type]
         raise AssertionError(f"no code for native node {name}")
 
-    def _indexed(self, node: Node) -> list[str]:
-        """gather / scatter_add along the last axis (lower.lower_indexed); an index out of range returns 1, and
-        NumPy then raises for the call."""
-        rows, k, _n = indexed_sizes(node)
-        ptrs = ", ".join(self.pointer(v) for v in (node.out, *node.inputs))
-        return [f"    if ({self.functions[id(node)]}({rows}, {k}, {ptrs})) return 1;"]
-
-    def _colsum(self, node: Node) -> list[str]:
-        x, o, zero = self.pointer(node.inputs[0]), self.pointer(node.out), _zero(node.out.dtype.name)
+    def _colsum(self, node: Node) -> Call:
+        fn = self.functions[id(node)]
+        operands = (self.pointer(node.out), self.pointer(node.inputs[0]), Constant(_zero(node.out.dtype.name)))
         runs = _channel_runs(node)
-        if runs is not None:  # a row kernel over the channels
+        if runs is not None:  # a row kernel over the channels, reading each run where it lies
             _lead, channels, run = runs
-            return [f"    (void){self.functions[id(node)]}({channels}, {run}, (void *)0, {o}, {x}, {zero}.v);"]
+            return Call(fn, channels, run, operands, scratch="null", discard=True)
         _rows, cols = colsum_rows(node)  # type: ignore[misc]
-        return [f"    {self.functions[id(node)]}(1, {cols}, {o}, {x}, {zero}.v);"]
+        return Call(fn, 1, cols, operands)
 
 
 def _sum_kernel(node: Node) -> Kernel | None:
@@ -447,7 +437,7 @@ def _source(part: int, parts: int, members: list[int], codes: list[str], named: 
              *(["#define KILN_SERIAL_KERNELS 1"] if spinning_blas else []), PRELUDE,
              "#include <stddef.h>", layout.defines(), C_READERS, UNFOLD_HELPERS]
     if uses_blas:
-        lines.append(blas_prelude(blas_int))  # type: ignore[arg-type]
+        lines.append(blas_prelude(blas_int, FUNCTIONS))  # type: ignore[arg-type]
     # the row reducers (their pairwise sum also serves one-column sums), with their vector-width preference
     # kept to the row kernels
     lines += [_GCC_ONLY, "#pragma GCC push_options", "#endif", REDUCERS,
