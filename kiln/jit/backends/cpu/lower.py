@@ -132,8 +132,8 @@ def lower_indexed(kind: str, rows: int, k: int, n: int, dtype: str) -> Kernel:
                   Param("in1", INDEX_DTYPE, rows * k), Param("in2", dtype, rows * k))
         add = (Load("a", dtype, "out", at), Load("s", dtype, "in2", "o * inner + c"),
                Compute("t", dtype, REGISTRY["add"], ("a", "s")), Store("out", at, "t"))
-        row = (Loop("j", str(n), "serial", (Load("x", dtype, "in0", f"o * {n} + j"), Store("out", f"o * {n} + j", "x"))),
-               Loop("c", "inner", "serial", (*pick, *add)))
+        copy = (Load("x", dtype, "in0", f"o * {n} + j"), Store("out", f"o * {n} + j", "x"))
+        row = (Loop("j", str(n), "serial", copy), Loop("c", "inner", "serial", (*pick, *add)))
     else:
         raise ValueError(f"lower_indexed: kind {kind!r} is not 'gather' or 'scatter_add'")
     return _checked(Kernel(f"{kind} along the last axis of {n}[{dtype}]", "indexed", params,

@@ -183,12 +183,12 @@ class _Segment:
     def _node(self, node: Node) -> list:
         a = self.a
         prim = node.prim
-        fn = self.functions.get(id(node))
+        fn = self.functions.get(id(node), "")  # (a kernel's function; matmul and im2col/col2im have none)
         if isinstance(prim, RowKernel):
             space = prim.group.space
             ptrs = tuple(self.pointer(v) for v in (*prim.group.outputs, *prim.group.inputs))
-            return [Call(fn, space.outer, space.inner, ptrs, scratch=a.scratch_offset,  # type: ignore[arg-type]
-                         on_fail=self.row_codes[id(node)])]
+            code = self.row_codes[id(node)]
+            return [Call(fn, space.outer, space.inner, ptrs, scratch=a.scratch_offset, on_fail=code)]
         if id(node) in a.forms:  # an elementwise group
             split, _forms = a.forms[id(node)]
             shape = tuple(node.out.shape)
@@ -207,17 +207,16 @@ class _Segment:
             return [fold_statement(node, self.pointer(node.inputs[0]), self.pointer(node.out))]
         if is_window(node):
             g = window_geometry(node)
-            return [Call(fn, g.outer, g.inner, (self.pointer(node.out), self.pointer(node.inputs[0])))]  # type: ignore[arg-type]
+            return [Call(fn, g.outer, g.inner, (self.pointer(node.out), self.pointer(node.inputs[0])))]
         if prim.reduction is not None:  # (not a window: a native sum over leading axes or channels)
             return [self._colsum(node)]
         if prim.indexed:  # a gather or scatter_add along the last axis (a loss picking its targets' logits): an
             # index out of range returns 1, and NumPy then raises for the call
             rows, k, _n = indexed_sizes(node)
-            return [Call(fn, rows, k, tuple(self.pointer(v) for v in (node.out, *node.inputs)),  # type: ignore[arg-type]
-                         on_fail=1)]
+            return [Call(fn, rows, k, tuple(self.pointer(v) for v in (node.out, *node.inputs)), on_fail=1)]
         if name == "full":
             n = math.prod(node.out.shape)
-            return [Call(fn, 1, n, (self.pointer(node.out), Constant(self.fill_values[id(node)])))]  # type: ignore[arg-type]
+            return [Call(fn, 1, n, (self.pointer(node.out), Constant(self.fill_values[id(node)])))]
         raise AssertionError(f"no code for native node {name}")
 
     def _colsum(self, node: Node) -> Call:
