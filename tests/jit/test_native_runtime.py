@@ -27,7 +27,7 @@ import kiln.nn as nn
 import kiln.nn.functional as F
 from kiln.jit.backends import cpu
 from kiln.jit.backends.cpu import arena, blas, cpython_layout, runtime, toolchain, views
-from kiln.jit.backends.render import c_gemm
+from kiln.jit.backends.render import c_gemm, c_plan
 from kiln.jit.backends.cpu.codegen import PRELUDE
 from kiln.models import gpt, lenet_5, mlp
 from kiln.ops import strided_views
@@ -357,7 +357,7 @@ def test_a_large_plan_is_split_into_libraries_built_at_once(monkeypatch):
     assert plan.segments == 3
     for k in range(3):  # each segment in exactly one library, each library with its own setup
         assert sum(f"long long kiln_segment_{k}(" in s for s in sources) == 1
-    assert all(f"void {segcode.SETUP}(" in s and "part " in s.splitlines()[0] for s in sources)
+    assert all(f"void {c_plan.SETUP}(" in s and "part " in s.splitlines()[0] for s in sources)
     assert whole.cache_entries[0].plan.current.sources[0].splitlines()[0].endswith("segment(s) */")
 
 

@@ -139,39 +139,6 @@ def _probe() -> tuple:
         return _probed[0]
 
 
-C_READERS = r"""
-/* Reading the plan's argument tuple: item k must be an aligned ndarray with the given descr
-   (dtype) and dims, C-contiguous (strides NULL) or with the given byte strides (dims of size 1
-   excepted), else NULL (the caller then takes the Python path). */
-#define KILN_FIELD(obj, off, T) (*(T const *)((const char *)(obj) + (off)))
-static const void *kiln_ndarray_type;
-static const void *kiln_descr[4];
-static inline char *kiln_arg(const void *args, long long k, int dtype, int nd, const long long *dims,
-                             const long long *strides) {
-    const void *obj = ((const void *const *)((const char *)args + KILN_OFF_TUPLE_ITEMS))[k];
-    if (KILN_FIELD(obj, KILN_OFF_OB_TYPE, const void *) != kiln_ndarray_type) return 0;
-    if (KILN_FIELD(obj, KILN_OFF_ARRAY_DESCR, const void *) != kiln_descr[dtype]) return 0;
-    int flags = KILN_FIELD(obj, KILN_OFF_ARRAY_FLAGS, int);
-    if (!(flags & 0x100) || (!strides && !(flags & 0x1))) return 0;
-    if (KILN_FIELD(obj, KILN_OFF_ARRAY_ND, int) != nd) return 0;
-    const long long *have = KILN_FIELD(obj, KILN_OFF_ARRAY_DIMS, const long long *);
-    for (int i = 0; i < nd; i++)
-        if (have[i] != dims[i]) return 0;
-    if (strides) {
-        const long long *steps = KILN_FIELD(obj, KILN_OFF_ARRAY_STRIDES, const long long *);
-        for (int i = 0; i < nd; i++)
-            if (dims[i] != 1 && steps[i] != strides[i]) return 0;
-    }
-    return KILN_FIELD(obj, KILN_OFF_ARRAY_DATA, char *);
-}
-/* Whether item k (an array kiln_arg accepted) may be written: a plan writing state in place checks
-   its targets before it runs anything. */
-static inline int kiln_writable(const void *args, long long k) {
-    const void *obj = ((const void *const *)((const char *)args + KILN_OFF_TUPLE_ITEMS))[k];
-    return (KILN_FIELD(obj, KILN_OFF_ARRAY_FLAGS, int) & 0x400) != 0;
-}
-"""
-
 DESCR_DTYPES = ("float32", "float64", "bool", "int64")  # kiln_descr[] order
 
 

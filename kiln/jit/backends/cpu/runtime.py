@@ -49,7 +49,8 @@ from .blas import FUNCTIONS, numpy_blas
 from .fuse_graph import fuse
 from .cpython_layout import descr_table, layout_problem, object_layout
 from .parallel import available_cpus
-from .segcode import SETUP, render_plan
+from .segcode import render_plan
+from ..render.c_plan import SETUP
 from .schedule import Analysis, analyze
 from .toolchain import CompilerUnavailable
 from .views import Layout

@@ -1,7 +1,7 @@
 """Spell a segment of the segment IR (segment_ir.py) as the C function a native plan calls.
 
 ``long long kiln_segment_K(const void *args, char *arena)``: its argument checks (``kiln_arg`` and
-``kiln_writable``, cpu/cpython_layout.py's readers), then each statement in order; 0 when it ran to the
+``kiln_writable``, c_plan.py's readers), then each statement in order; 0 when it ran to the
 end. Kernels are called by name (each rendered from the kernel IR by c_kernels.py), matrix products
 by the helpers of c_gemm.py, a convolution's columns by c_im2col.py's loops.
 """
