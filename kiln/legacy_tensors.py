@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .dtypes import DType, bfloat16, bool_, default_float, float16, float32, float64, get_dtype, int32, int64
 from . import late_bound
 from .device import get_device
+from .dtypes import DType, bfloat16, bool_, default_float, float16, float32, float64, get_dtype, int32, int64
 
 if TYPE_CHECKING:
     from .tensor import Tensor

@@ -643,12 +643,12 @@ def sum_to(g: Tensor, shape: Sequence[int]) -> Tensor:
     if g.ndim == len(shape) and tuple(g.shape) == shape:  # (lengths first: tuple == compares items first,
         return g                                          # and each symbolic size compared is a shape guard)
     if g.ndim < len(shape):  # `shape` has extra leading 1s (x[i] = v with v of shape (1, n))
-            g = reshape(g, (1,) * (len(shape) - g.ndim) + tuple(g.shape))
+        g = reshape(g, (1,) * (len(shape) - g.ndim) + tuple(g.shape))
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         i + lead for i, d in enumerate(shape) if d == 1 and g.shape[i + lead] != 1
     )
     out = bind(_P["sum"], (g,), {"axes": axes, "keepdims": True}) if axes else g
     if lead or tuple(out.shape) != shape:
-            out = reshape(out, shape)
+        out = reshape(out, shape)
     return out

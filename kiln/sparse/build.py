@@ -131,7 +131,12 @@ def _spread(index: Tensor, like: Tensor) -> Tensor:
 
 
 def to_dense(s: SparseCOOTensor) -> Tensor:
-    """The dense tensor of `s`: its values scatter-added into zeros (dense, duplicates summed)."""
+    """The dense tensor of `s`: its values scatter-added into zeros (dense, duplicates summed; differentiable
+    w.r.t. the values). Also the method ``s.to_dense()``.
+
+    >>> kiln.sparse_coo_tensor([[0, 0]], [1.0, 2.0], (2,)).to_dense().tolist()
+    [3.0, 0.0]
+    """
     sd = s.sparse_dim()
     sparse_shape, dense_shape = s.shape[:sd], s.shape[sd:]
     vals = s._vals

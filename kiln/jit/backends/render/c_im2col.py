@@ -74,7 +74,8 @@ def render_unfold(u: Unfold, x: str, out: str) -> list[str]:
             f"                        {ctype} *restrict row = plane + y * {ow};",
             f"                        const {ctype} *restrict src = img + (y * {sh} + ki * {dh} - {ph}) * {srow};",
             f"                        for (long long k = 0; k < k0; k++) row[k] = {pad};",
-            f"                        for (long long k = k0; k < k1; k++) row[k] = src[(k * {sw} + kj * {dw} - {pw}) * {scol}];",
+            f"                        for (long long k = k0; k < k1; k++) "
+            f"row[k] = src[(k * {sw} + kj * {dw} - {pw}) * {scol}];",
             f"                        for (long long k = k1; k < {ow}; k++) row[k] = {pad};",
             "                    }",
             f"                    for (long long i = y1 * {ow}; i < {oh * ow}; i++) plane[i] = {pad};",
@@ -103,7 +104,8 @@ def render_fold(f: Fold, cols: str, out: str) -> list[str]:
             f"                    for (long long y = 0; y < {oh}; y++) {{",
             f"                        {ctype} *restrict row = img + (i * {dh} + y * {sh}) * {w} + j * {dw};",
             f"                        const {ctype} *restrict in = src + i * {cki} + j * {ckj} + y * {ow};",
-            f"                        for (long long x = 0; x < {ow}; x++) row[x * {sw}] = row[x * {sw}] + in[x]; {VECTOR_LOOP}",
+            f"                        for (long long x = 0; x < {ow}; x++) "
+            f"row[x * {sw}] = row[x * {sw}] + in[x]; {VECTOR_LOOP}",
             "                    }",
             "        }",
             "    }"]
