@@ -90,9 +90,12 @@ class Fold2d(Primitive):
             cols = xp.moveaxis(cols, batch_axis, 0)  # a view: the sums below run in the same order
         n, c, kh, kw, oh, ow = cols.shape
         ph, pw = padding
-        out = xp.zeros((n, c, size[0] + 2 * ph, size[1] + 2 * pw), dtype=cols.dtype)
-        if xp is np and fold2d_into(out, cols, stride, dilation):  # the same additions, in C
-            return out[:, :, ph:ph + size[0], pw:pw + size[1]]
+        shape = (n, c, size[0] + 2 * ph, size[1] + 2 * pw)
+        if xp is np:
+            out = np.empty(shape, dtype=cols.dtype)
+            if fold2d_into(out, cols, stride, dilation):  # the same additions, in C (it writes every element)
+                return out[:, :, ph:ph + size[0], pw:pw + size[1]]
+        out = xp.zeros(shape, dtype=cols.dtype)
         sh, sw = stride
         for i in range(kh):
             top = i * dilation[0]

@@ -55,5 +55,5 @@ def fold_statement(node: Node, cols: Pointer, out: Pointer) -> Fold:
     p = node.params
     _, _, kh, kw, oh, ow = batch_first(tuple(int(d) for d in node.inputs[0].shape), p.get("batch_axis", 0))
     return Fold(node.out.dtype.name, cols, out, tuple(int(d) for d in node.out.shape),  # type: ignore[arg-type]
-                (kh, kw, oh, ow), column_strides(node, tuple(node.inputs[0].shape)), tuple(p["stride"]),
-                tuple(p["dilation"]))
+                (kh, kw, oh, ow), (*column_strides(node, tuple(node.inputs[0].shape)), ow, 1),  # type: ignore[arg-type]
+                tuple(p["stride"]), tuple(p["dilation"]))

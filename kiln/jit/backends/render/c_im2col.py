@@ -13,7 +13,7 @@ import math
 
 from .c import C
 from .c_kernels import VECTOR_LOOP
-from .segment_ir import Fold, Unfold
+from .segment_ir import Fold, Size, Unfold
 
 UNFOLD_HELPERS = r"""
 /* unfold2d: ceil(a / b) for b > 0, and v clamped to [lo, hi] */
@@ -85,27 +85,58 @@ def render_unfold(u: Unfold, x: str, out: str) -> list[str]:
             "    }"]
 
 
+def _times(*sizes: Size) -> str:
+    """The product of `sizes` in C: a number where all are numbers, else the product written out."""
+    if all(isinstance(d, int) for d in sizes):
+        return str(math.prod(sizes))  # type: ignore[arg-type]
+    return " * ".join(str(d) for d in sizes)
+
+
 def render_fold(f: Fold, cols: str, out: str) -> list[str]:
-    """C statements summing the columns at pointer `cols` into the image at pointer `out` (segment_ir.Fold)."""
+    """C statements writing into the image at pointer `out` the sum of the columns at pointer `cols`
+    (segment_ir.Fold): the image zeroed, then each column element added at its place."""
     ctype = C.type_name(f.dtype)
     kh, kw, oh, ow = f.window
-    cn, cc, cki, ckj = f.cols_strides
+    cn, cc, cki, ckj, cy, cx = f.cols_strides
     n, c, h, w = f.image
     (sh, sw), (dh, dw) = f.stride, f.dilation
+    term = "in[x]" if cx == 1 else f"in[x * {cx}]"
     return ["    {",
             f"        const {ctype} *restrict cols = {cols};",
             f"        {ctype} *restrict out = {out};",
-            f"        for (long long k = 0; k < {n * c * h * w}; k++) out[k] = ({ctype})0;",
-            f"        for (long long nc = 0; nc < {n * c}; nc++) {{",
-            f"            {ctype} *restrict img = out + nc * {h * w};",
+            f"        for (long long k = 0; k < {_times(n, c, h, w)}; k++) out[k] = ({ctype})0;",
+            f"        for (long long nc = 0; nc < {_times(n, c)}; nc++) {{",
+            f"            {ctype} *restrict img = out + nc * {_times(h, w)};",
             f"            const {ctype} *restrict src = cols + (nc / {c}) * {cn} + (nc % {c}) * {cc};",
             f"            for (long long i = 0; i < {kh}; i++)",
             f"                for (long long j = 0; j < {kw}; j++)",
             f"                    for (long long y = 0; y < {oh}; y++) {{",
             f"                        {ctype} *restrict row = img + (i * {dh} + y * {sh}) * {w} + j * {dw};",
-            f"                        const {ctype} *restrict in = src + i * {cki} + j * {ckj} + y * {ow};",
+            f"                        const {ctype} *restrict in = src + i * {cki} + j * {ckj} + y * {cy};",
             f"                        for (long long x = 0; x < {ow}; x++) "
-            f"row[x * {sw}] = row[x * {sw}] + in[x]; {VECTOR_LOOP}",
+            f"row[x * {sw}] = row[x * {sw}] + {term}; {VECTOR_LOOP}",
             "                    }",
             "        }",
             "    }"]
+
+
+FOLD_SIZES = ("n", "c", "kh", "kw", "oh", "ow", "h", "w", "sh", "sw", "dh", "dw")
+FOLD_STRIDES = ("cn", "cc", "cki", "ckj", "cy", "cx")
+
+
+def render_fold_function(dtype: str, name: str) -> str:
+    """C of ``void NAME(const T *cols, const long long *strides, T *image, const long long *sizes)``: the fold of
+    any sizes, written into the C-ordered image (`render_fold`, its sizes read from the arrays): `sizes` holds
+    N, C, KH, KW, OH, OW, H, W and the stride and dilation (FOLD_SIZES), `strides` the columns' element strides
+    along N, C, KH, KW, OH and OW (FOLD_STRIDES). Eager fold2d calls it (kiln/ops/fold_native.py)."""
+    ctype = C.type_name(dtype)
+    n, c, kh, kw, oh, ow, h, w, sh, sw, dh, dw = FOLD_SIZES
+    fold = Fold(dtype, "cols_base", "image_base", (n, c, h, w), (kh, kw, oh, ow), FOLD_STRIDES, (sh, sw), (dh, dw))
+    sizes = ", ".join(f"{name} = sizes[{k}]" for k, name in enumerate(FOLD_SIZES))
+    strides = ", ".join(f"{name} = strides[{k}]" for k, name in enumerate(FOLD_STRIDES))
+    return "\n".join([f"void {name}(const {ctype} *cols_base, const long long *strides, {ctype} *image_base, "
+                      "const long long *sizes) {",
+                      f"    const long long {sizes};",
+                      f"    const long long {strides};",
+                      *render_fold(fold, "cols_base", "image_base"),
+                      "}", ""])

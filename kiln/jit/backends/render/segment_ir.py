@@ -140,20 +140,25 @@ class Unfold:
     pad_value: float
 
 
+Size = Union[int, str]
+"""A size or stride: a number, or the name of a variable that holds it (a kernel built for every size)."""
+
+
 @dataclass(frozen=True)
 class Fold:
-    """Window columns `cols` (N, C, KH and KW axes at element strides `cols_strides`, contiguous (OH, OW) planes)
-    summed into the C-ordered (N, C, H, W) image `out`, which starts at zero; each image element adds its
-    terms in row-major order of (KH, KW, OH, OW), as the eager kernel does."""
+    """Window columns `cols` (N, C, KH, KW, OH and OW axes at element strides `cols_strides`) summed into the
+    C-ordered (N, C, H, W) image `out`, which starts at zero; each image element adds its terms in row-major
+    order of (KH, KW, OH, OW), as the eager kernel does. Sizes may be names (render/c_im2col.py's
+    size-generic function for eager fold2d)."""
 
     dtype: str
-    cols: Pointer
-    out: Pointer
-    image: tuple[int, int, int, int]  # N, C, H, W
-    window: tuple[int, int, int, int]  # KH, KW, OH, OW
-    cols_strides: tuple[int, int, int, int]
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
+    cols: Pointer | str
+    out: Pointer | str
+    image: tuple[Size, Size, Size, Size]  # N, C, H, W
+    window: tuple[Size, Size, Size, Size]  # KH, KW, OH, OW
+    cols_strides: tuple[Size, Size, Size, Size, Size, Size]
+    stride: tuple[Size, Size]
+    dilation: tuple[Size, Size]
 
 
 @dataclass(frozen=True)
