@@ -33,14 +33,6 @@ SYMBOL = "kiln_optimizer_step"
 C_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 _MATH_SUFFIX = {"float": "f", "double": ""}
 
-_PRELUDE = """#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-#include <math.h>
-"""
-
 # kiln_max: NumPy's maximum (NaN in either operand propagates). DECAYED_GRAD: update_math's
 # decayed_grad for rules with switches DECAY, MAXIMIZE and a scalar wd. LERP: update_math's lerp_
 # for rules with a switch LERP_LOW, given the weight `lerp_weight` chose.
@@ -114,9 +106,11 @@ class NativeRule:
                      f"        else {{ const int FIRST = 0; {loop} }}"]
         else:
             loops = [f"        {loop}"]
+        from ..jit.backends.render.c import FP_CONTRACT_OFF  # noqa: PLC0415 - kiln.jit imports kiln.optim
+
         suffix = _MATH_SUFFIX[ctype]
         return "\n".join([
-            _PRELUDE,
+            FP_CONTRACT_OFF + "#include <math.h>\n",
             f"typedef {ctype} T;",
             f"#define SQRT(x) sqrt{suffix}(x)",
             *defines,

@@ -14,12 +14,16 @@ from .cstyle import OPS, CStyleLanguage
 from .openmp import BOUNDS, TEAM_PRELUDE, team_wrapper
 from .vecmath import VECMATH
 
-PRELUDE = r"""#if defined(__clang__)
+FP_CONTRACT_OFF = r"""#if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
 #endif
-#include <math.h>
+"""
+"""No fused multiply-add where the source does not ask for one: what every source kiln generates starts with
+(the contraction library, c_contraction.py, asks for the opposite)."""
+
+PRELUDE = FP_CONTRACT_OFF + r"""#include <math.h>
 
 /* Python's float floor division as NumPy computes it: from the exact remainder fmod(a, b)
    (so a == b * q + r), the quotient moved down when r and b differ in sign, snapped to an
