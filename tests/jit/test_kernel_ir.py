@@ -182,6 +182,27 @@ def test_a_compiled_plan_shows_its_kernel_ir() -> None:
     assert text.startswith("kernel fused_rows[") and "sum[pairwise] over j in [0, inner)" in text
 
 
+@needs_native
+def test_a_native_plan_shows_its_segment_ir_and_renders_it_as_its_c() -> None:
+    """`plan.segment_ir` prints each segment's statements (render/segment_ir.py); the plan's C has one function
+    per segment, with an argument check per array and a call per kernel the text names."""
+    w = kiln.randn(32, 8)
+    fast = kiln.compile(lambda x, i: (F.gelu(x @ w) * 2.0).gather(1, i).sum(0), backend="cpu")
+    x, i = kiln.randn(16, 32), kiln.tensor(np.zeros((16, 3), np.int64))
+    with kiln.no_grad():
+        for _ in range(2):
+            fast(x, i)
+    plan = fast.cache_entries[0].plan
+    text = plan.segment_ir
+    assert text.startswith("segment 0\n  check a0: float32[")
+    assert "check a2: int64[16, 3], C order" in text and "= a0 @ a1: float32 (16x32 @ 32x8), product" in text
+    calls = re.findall(r"call (kiln_\w+)\(", text)
+    assert any(c.startswith("kiln_gather_") for c in calls) and "or return 1" in text
+    source = "\n".join(plan.current.sources)
+    assert all(f"{c}(" in source for c in calls)
+    assert source.count("kiln_arg(args, ") == text.count("  check a")
+
+
 def _elementwise(*body) -> Kernel:
     params = (Param("out", "float32", 4, written=True), Param("in0", "float32", 4))
     return Kernel("k", "elementwise", params, (Loop("o", "outer", "parallel", (Loop("j", "inner", "vector", body),)),))

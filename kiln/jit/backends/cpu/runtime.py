@@ -51,6 +51,7 @@ from .cpython_layout import descr_table, layout_problem, object_layout
 from .parallel import available_cpus
 from .segcode import render_plan
 from ..render.c_plan import SETUP
+from ..render.segment_ir import segment_text
 from .schedule import Analysis, analyze
 from .toolchain import CompilerUnavailable
 from .views import Layout
@@ -98,8 +99,10 @@ class Variant:
         blas = numpy_blas()
         layout = object_layout()
         assert layout is not None
-        self.sources, self.segment_args, self.row_nodes, part_of = render_plan(
-            analysis, layout, blas.int_type if blas else None, max_parts=_idle_cpus())
+        rendered = render_plan(analysis, layout, blas.int_type if blas else None, max_parts=_idle_cpus())
+        self.sources, self.segment_args, self.row_nodes = rendered.sources, rendered.segment_args, rendered.row_nodes
+        self.segment_ir = rendered.segments
+        part_of = rendered.part_of
         # (parts of a split plan are whole C files, each with its own preludes)
         self.source = "\n".join(self.sources)
         libs = _build_all(self.sources)
@@ -365,6 +368,12 @@ class NativePlan:
     def kernel_ir(self) -> str:
         """The kernel IR (render/kernel_ir.py) of each fused kernel the plan runs, as text, in graph order."""
         return "\n\n".join(n.prim.kernel_ir.text() for n in self.graph.nodes if hasattr(n.prim, "kernel_ir"))
+
+    @property
+    def segment_ir(self) -> str:
+        """The segment IR (render/segment_ir.py) of each of the plan's segments, as text, in order (the layouts
+        seen last)."""
+        return "\n\n".join(segment_text(s) for s in self.current.segment_ir)
 
     @property
     def driver(self) -> str:

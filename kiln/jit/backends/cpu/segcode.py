@@ -30,6 +30,7 @@ the argument checks compare with; the runtime calls it once per loaded library.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -98,7 +99,8 @@ class _Segment:
             v = a.buffers[key].value
             custom = a.held_layouts.get(key)
             strides = None if custom is None else tuple(int(s) * v.dtype.np.itemsize for s in custom.strides)
-            statements.append(CheckArg(j, DESCR_DTYPES.index(v.dtype.name), tuple(int(d) for d in v.shape), strides,
+            dtype = v.dtype.name
+            statements.append(CheckArg(j, dtype, DESCR_DTYPES.index(dtype), tuple(int(d) for d in v.shape), strides,
                                        writable=key in written))
         native = [node for node in self.nodes if a.kinds[id(node)] == "native"]
         for run in self._runs(native):
@@ -113,9 +115,6 @@ class _Segment:
                 body += [Comment(_describe(node)), self._block_call(node)]
             statements.append(BlockLoop(n, BLOCK, tuple(body)))
         return Segment(self.index, tuple(statements))
-
-    def render(self) -> str:
-        return render_segment(self.segment())
 
     # ---- elementwise groups run block by block ----------------------------------------------
     def _runs(self, nodes: list[Node]) -> list[list[Node]]:
@@ -288,11 +287,20 @@ step's single plan of some 300 KB took 3.3 s in one gcc process while the other 
 language model)."""
 
 
-def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_parts: int = 1
-                ) -> tuple[list[str], list[list[int]], list[Node], list[int]]:
-    """(the C sources of the plan, each segment's argument owners in tuple order, the row-kernel nodes, the
-    source each segment is in): a segment returns 2 + k when row kernel k meets a row it cannot decide, 1 when
-    an argument does not fit.
+@dataclass
+class RenderedPlan:
+    """What `render_plan` made of a plan."""
+
+    sources: list[str]  # the C of each library
+    segment_args: list[list[int]]  # per segment: the owning value ids of its argument tuple, in order
+    row_nodes: list[Node]  # the native row kernels: segment code 2 + k is row kernel k's undecided row
+    part_of: list[int]  # per segment: the source it is in
+    segments: list[Segment]  # per segment: its segment IR
+
+
+def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_parts: int = 1) -> RenderedPlan:
+    """The C of the plan, with what the runtime needs to call it: a segment returns 2 + k when row kernel k meets
+    a row it cannot decide, 1 when an argument does not fit.
 
     A plan of more than PART_CHARS of C is split into up to `max_parts` sources (libraries) of consecutive
     segments, each with the kernels its segments call: so several compilers build it at once. Every segment
@@ -373,7 +381,8 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
     # nothing spins). A plan whose GEMMs are all too small for OpenBLAS to share (a classifier head) keeps
     # its teams.
     spinning_blas = threaded_blas and blas_threads() > 1 and not blas_team.share()
-    codes = [seg.render() for seg in segments]
+    irs = [seg.segment() for seg in segments]
+    codes = [render_segment(ir) for ir in irs]
     texts = {**rows_fns, **elem_fns, **consts}
     part_of = _split(codes, uses, texts, max_parts)
     sources = []
@@ -384,7 +393,7 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
         sources.append(plan_source(p, count, members, codes, named, rows_fns, elem_fns, consts,
                                    bool(blas_segments & set(members)), blas_int, FUNCTIONS, spinning_blas,
                                    layout.defines(), len(DESCR_DTYPES)))
-    return sources, [seg.args for seg in segments], row_nodes, part_of
+    return RenderedPlan(sources, [seg.args for seg in segments], row_nodes, part_of, irs)
 
 
 def _split(codes: list[str], uses: list[set[str]], texts: dict[str, str], max_parts: int) -> list[int]:

@@ -60,11 +60,12 @@ Operand = Union[Pointer, BlockPointer, Constant]
 
 @dataclass(frozen=True)
 class CheckArg:
-    """Item `index` of the argument tuple: an exact ndarray of dtype number `dtype_code` (cpython_layout.DESCR_DTYPES)
-    with `dims`, C-contiguous (`strides` None) or of these byte `strides`, aligned; `writable` when the plan
-    writes into it. Else the segment returns 1."""
+    """Item `index` of the argument tuple: an exact ndarray of `dtype` (number `dtype_code` in the plan's table of
+    dtype objects, cpython_layout.DESCR_DTYPES) with `dims`, C-contiguous (`strides` None) or of these byte
+    `strides`, aligned; `writable` when the plan writes into it. Else the segment returns 1."""
 
     index: int
+    dtype: str
     dtype_code: int
     dims: tuple[int, ...]
     strides: tuple[int, ...] | None = None
@@ -177,3 +178,50 @@ class Segment:
 
     index: int
     statements: tuple[SegmentStatement, ...]
+
+
+# ---- text ------------------------------------------------------------------------------------
+def _pointer_text(x: object) -> str:
+    if isinstance(x, BlockPointer):
+        return f"{_pointer_text(x.pointer)}+block"
+    if isinstance(x, Constant):
+        return x.name
+    if isinstance(x, Pointer):
+        base = {"arg": "a", "arena": "arena@", "literal": "lit"}[x.base] + str(x.index)
+        return base + (f"+{x.offset}" if x.offset else "")
+    return str(x)
+
+
+def _lines(s: object, indent: str) -> list[str]:
+    if isinstance(s, CheckArg):
+        layout = "C order" if s.strides is None else f"byte strides {list(s.strides)}"
+        return [f"{indent}check a{s.index}: {s.dtype}{list(s.dims)}, {layout}"
+                + (", writable" if s.writable else "") + " or return 1"]
+    if isinstance(s, Comment):
+        return [f"{indent}# {s.text}"]
+    if isinstance(s, Call):
+        args = [f"outer={s.outer}", f"inner={s.inner}"]
+        if s.scratch is not None:
+            args.append("scratch=null" if s.scratch == "null" else f"scratch=arena@{s.scratch}")
+        args += [_pointer_text(x) for x in s.operands]
+        tail = f" or return {s.on_fail}" if s.on_fail is not None else (" (result ignored)" if s.discard else "")
+        return [f"{indent}call {s.function}({', '.join(args)}){tail}"]
+    if isinstance(s, BlockLoop):
+        return [f"{indent}for each block of {s.block} of {s.size} elements:",
+                *[line for inner in s.body for line in _lines(inner, indent + "  ")]]
+    if isinstance(s, MatrixProduct):
+        loops = f" in {len(s.loops)} batch loop(s)" if s.loops else ""
+        return [f"{indent}{_pointer_text(s.out)} = {_pointer_text(s.a)} @ {_pointer_text(s.b)}: {s.dtype} "
+                f"({s.dm}x{s.dn} @ {s.dn}x{s.dp}), {s.mode}{loops}"]
+    if isinstance(s, Unfold):
+        return [f"{indent}{_pointer_text(s.out)} = unfold {_pointer_text(s.x)}: {s.dtype} image {list(s.image)}, "
+                f"window {list(s.window)}, stride {list(s.stride)}, padding {list(s.padding)}"]
+    if isinstance(s, Fold):
+        return [f"{indent}{_pointer_text(s.out)} = fold {_pointer_text(s.cols)}: {s.dtype} image {list(s.image)}, "
+                f"window {list(s.window)}, stride {list(s.stride)}"]
+    raise TypeError(f"no text for segment statement {type(s).__name__}")
+
+
+def segment_text(segment: Segment) -> str:
+    """`segment` as readable text, one statement per line (a NativePlan's ``segment_ir``)."""
+    return "\n".join([f"segment {segment.index}", *[line for s in segment.statements for line in _lines(s, "  ")]])
