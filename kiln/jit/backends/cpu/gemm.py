@@ -47,7 +47,7 @@ def matmul_fits(a_strides: tuple, a_shape: tuple, b_strides: tuple, b_shape: tup
     NumPy copies a matrix operand that BLAS cannot read (no unit stride on either axis)
     before a gemm: that path is left to NumPy itself. Every other case is handled.
     """
-    (dm, dn), (dn2, dp) = a_shape[-2:], b_shape[-2:]
+    (dm, dn), (_, dp) = a_shape[-2:], b_shape[-2:]
     if dm == 0 or dn == 0 or dp == 0 or dm == 1 or dn == 1 or dp == 1:
         return True
     (is1_m, is1_n), (is2_n, is2_p) = a_strides[-2:], b_strides[-2:]

@@ -10,8 +10,8 @@ from __future__ import annotations
 from .c import C
 from .c_gemm import render_matrix_product
 from .c_im2col import render_fold, render_unfold
-from .segment_ir import (BlockLoop, BlockPointer, Call, CheckArg, Comment, Constant, Fold, MatrixProduct, Operand,
-                         Pointer, Segment, Unfold)
+from .segment_ir import (POINTER_BASES, BlockLoop, BlockPointer, Call, CheckArg, Comment, Constant, Fold,
+                         MatrixProduct, Operand, Pointer, Segment, Unfold)
 
 STEP = "    "
 
@@ -26,7 +26,7 @@ def pointer_text(p: Pointer) -> str:
     elif p.base == "arg":
         base = f"(({ctype} *)a{p.index})"
     else:
-        raise ValueError(f"a segment pointer's base is 'arg', 'arena' or 'literal', got {p.base!r}")
+        raise ValueError(f"a segment pointer's base is one of {POINTER_BASES}, got {p.base!r}")
     return base if p.offset == 0 else f"({base} + {p.offset})"
 
 
