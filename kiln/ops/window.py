@@ -92,7 +92,7 @@ class Fold2d(Primitive):
         ph, pw = padding
         shape = (n, c, size[0] + 2 * ph, size[1] + 2 * pw)
         if xp is np:
-            out = np.empty(shape, dtype=cols.dtype)
+            out = xp.empty(shape, dtype=cols.dtype)
             if fold2d_into(out, cols, stride, dilation):  # the same additions, in C (it writes every element)
                 return out[:, :, ph:ph + size[0], pw:pw + size[1]]
         out = xp.zeros(shape, dtype=cols.dtype)
