@@ -386,3 +386,46 @@ def test_indexed_kernels_pick_and_add_as_numpy_and_refuse_an_index_out_of_range(
     for bad in (n, -n - 1):
         idx[4, 7] = bad
         assert fn(rows, k, *args) == 1
+
+
+def test_segment_ir_text_and_c_spell_every_statement() -> None:
+    """Each statement of the segment IR reads as one line (or a block) of text and renders as C."""
+    from kiln.jit.backends.render.c_segments import render_segment  # noqa: PLC0415
+    from kiln.jit.backends.render.segment_ir import (BlockLoop, BlockPointer, Call, CheckArg, Comment,  # noqa: PLC0415
+                                                     Constant, Fold, MatrixProduct, Pointer, Segment, Unfold,
+                                                     segment_text)
+
+    a0, arena, lit = Pointer("float32", "arg", 0), Pointer("float32", "arena", 64, 8), Pointer("float32", "literal", 2)
+    segment = Segment(3, (
+        CheckArg(0, "float32", 0, (4, 6), None, writable=True),
+        CheckArg(1, "float64", 1, (6,), (8,)),
+        Comment("a kernel"),
+        Call("kiln_loop_3_0", 4, 6, (a0, lit, Constant("kiln_fill3_0")), on_fail=2),
+        Call("kiln_sum_3_1", 6, 4, (arena, a0), scratch="null", discard=True),
+        BlockLoop(8192, 4096, (Call("kiln_loop_3_2", 1, "kiln_n", (BlockPointer(a0), lit)),)),
+        MatrixProduct("float32", arena, a0, lit, 4, 6, 6, (6, 1), (6, 1)),
+        Unfold("float32", a0, arena, (1, 1, 4, 6), (24, 24, 6, 1), (3, 3, 2, 4), (72, 72, 24, 8), (1, 1), (0, 0),
+               (1, 1), 0.0),
+        Fold("float32", arena, a0, (1, 1, 4, 6), (3, 3, 2, 4), (72, 72, 24, 8, 4, 1), (1, 1), (1, 1)),
+    ))
+    text = segment_text(segment)
+    assert text.splitlines()[:5] == [
+        "segment 3",
+        "  check a0: float32[4, 6], C order, writable or return 1",
+        "  check a1: float64[6], byte strides [8] or return 1",
+        "  # a kernel",
+        "  call kiln_loop_3_0(outer=4, inner=6, a0, lit2, kiln_fill3_0) or return 2"]
+    assert "  call kiln_sum_3_1(outer=6, inner=4, scratch=null, arena@64+8, a0) (result ignored)" in text
+    assert ("  for each block of 4096 of 8192 elements:\n"
+            "    call kiln_loop_3_2(outer=1, inner=kiln_n, a0+block, lit2)") in text
+    assert "arena@64+8 = a0 @ lit2: float32 (4x6 @ 6x6), product" in text
+    assert "= unfold a0:" in text and "a0 = fold arena@64+8:" in text
+    c = render_segment(segment)
+    assert c.startswith("long long kiln_segment_3(const void *args, char *arena) {")
+    assert "if (!kiln_writable(args, 0)) return 1;" in c and "static const long long kiln_s1[] = {8};" in c
+    assert "if (kiln_loop_3_0(4, 6, ((float *)a0), kiln_lit2.v, kiln_fill3_0.v)) return 2;" in c
+    assert "(void)kiln_sum_3_1(6, 4, (void *)0, (((float *)(arena + 64)) + 8), ((float *)a0));" in c
+    assert "kiln_loop_3_2(1, kiln_n, (((float *)a0) + kiln_b), kiln_lit2.v);" in c
+    assert "kiln_matmul2d_s(" in c and c.rstrip().endswith("return 0;\n}")
+    with pytest.raises(ValueError, match="one of \\('arg', 'arena', 'literal'\\)"):
+        render_segment(Segment(0, (Call("f", 1, 1, (Pointer("float32", "stack", 0),)),)))
