@@ -10,6 +10,7 @@ from __future__ import annotations
 from .c import C
 from .c_gemm import render_matrix_product
 from .c_im2col import render_fold, render_unfold
+from .kernel_ir import INDEX_DTYPE
 from .segment_ir import (POINTER_BASES, BlockLoop, BlockPointer, Call, CheckArg, Comment, Constant, Fold,
                          MatrixProduct, Operand, Pointer, Segment, Unfold)
 
@@ -18,7 +19,7 @@ STEP = "    "
 
 def pointer_text(p: Pointer) -> str:
     """A C expression for the first element of `p` (its buffer plus its offset in elements)."""
-    ctype = C.index_type if p.dtype == "int64" else C.type_name(p.dtype)  # (int64: index buffers, 64-bit builds)
+    ctype = C.index_type if p.dtype == INDEX_DTYPE else C.type_name(p.dtype)  # (index buffers; 64-bit builds)
     if p.base == "arena":
         base = f"(({ctype} *)(arena + {p.index}))"
     elif p.base == "literal":
