@@ -16,6 +16,11 @@ os.environ.setdefault("GOMP_SPINCOUNT", "2000")
 import kiln  # noqa: E402
 from kiln.jit import debug as _jit_debug  # noqa: E402
 
+# Plans build their C before their first replay, on the calling thread, so that every replay a test makes
+# runs the generated code it checks (by default the compiler runs in the background while calls run in
+# Python: tests/jit/test_background_builds.py tests that).
+kiln.jit.set_background_builds(False)
+
 # Every graph a compiler pass returns is checked (Graph.verify) while the tests run, so a
 # pass that breaks the IR fails the test that compiled it, naming the pass.
 _jit_debug.set_verify(True)

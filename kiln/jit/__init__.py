@@ -10,6 +10,7 @@ import types
 from . import api as _api
 from .api import (CompiledFunction, DynamicJITFunction, JITFunction, JITModule, compile, djit, jit,
                   trace_graph, xpr)
+from .backends.cpu.background import background_builds, set_background_builds, wait_for_builds
 from .cache import CacheKey, CompilationStats, PlanCache
 from .ir import Graph, InputSpec, Node, Value
 from .trace import GraphBreakError, Tracer
@@ -17,7 +18,8 @@ from . import eager_plans as _eager_plans  # noqa: F401 - installs the compiled 
 
 __all__ = ["CacheKey", "CompilationStats", "CompiledFunction", "DynamicJITFunction", "Graph",
            "GraphBreakError", "InputSpec", "JITFunction", "JITModule", "Node", "PlanCache", "Tracer",
-           "Value", "compile", "djit", "jit", "trace_graph", "xpr"]
+           "Value", "background_builds", "compile", "djit", "jit", "set_background_builds", "trace_graph",
+           "wait_for_builds", "xpr"]
 
 
 class _CallablePackage(types.ModuleType):

@@ -434,14 +434,14 @@ def test_kernels_build_concurrently_and_each_key_once(cache, monkeypatch):
     real_compile = toolchain._compile
     guard = threading.Lock()
 
-    def tracking(command, source, workdir, extra=None):
+    def tracking(command, source, workdir, extra=None, low_priority=False):
         with guard:
             running[0] += 1
             overlap[0] |= running[0] > 1
         try:
             time.sleep(0.2)  # long enough for the other thread to arrive while this one compiles
             compiled.append(source)
-            return real_compile(command, source, workdir, extra)
+            return real_compile(command, source, workdir, extra, low_priority)
         finally:
             with guard:
                 running[0] -= 1

@@ -12,7 +12,9 @@ Symbolic (dynamic_dims) shapes, and graphs with no native node, get the Python r
 (`python_plan`): the interpreter's Plan with large groups compiled one library each. It
 is also the reference a native plan falls back to. Without a working compiler (none,
 failing, silent, misconfigured or hanging) the backend warns once and lowers exactly
-like `interpret`. Everything compiled is cached on disk (toolchain.py).
+like `interpret`. Everything compiled is cached on disk (toolchain.py). The compiler runs in
+worker threads while calls go on in Python with the same bits (background.py), unless that is
+turned off.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import warnings
 from ... import debug
 from ...ir import Graph
 from ..interpret import Plan
-from . import blas_team, runtime, toolchain  # noqa: F401 - blas_team: told when a team library loads
+from . import background, blas_team, runtime, toolchain  # noqa: F401 - blas_team: told when a team library loads
 from .codegen import FusedElementwise
 from .fuse_graph import fuse, fuse_elementwise, fuse_rows
 from .rowcode import RowKernel
@@ -69,13 +71,18 @@ def lower(graph: Graph) -> Plan | NativePlan:
 
 
 def python_plan(graph: Graph) -> Plan:
-    """The Python replay of `graph` with its large groups fused into C kernels, built now (the
+    """The Python replay of `graph` with its large groups fused into C kernels, built now or in the
+    background (background.py: until a kernel is ready, its group runs through NumPy) (the
     reference a native plan falls back to, and the plan for symbolic shapes)."""
     try:
         fused = fuse_symbolic(graph) if any(is_symbolic(tuple(v.shape)) for v in _values(graph)) else fuse(graph)
+        in_background = background.background_builds()
         for node in fused.nodes:
             if isinstance(node.prim, (FusedElementwise, RowKernel)):
-                node.prim.fn  # noqa: B018 - build now, so a broken compiler shows here
+                if in_background:
+                    node.prim.start_build()  # (a broken compiler shows here: its probe runs now)
+                else:
+                    node.prim.fn  # noqa: B018 - build now, so a broken compiler shows here
         plan = Plan(fused)
     except CompilerUnavailable as exc:
         _warn(exc)

@@ -36,7 +36,7 @@ from .lower import lower_rows
 from .cpython_layout import address_reader
 from .parallel import team_min_for
 from .rows import RowGroup, Space, describe
-from .toolchain import build
+from .background import KernelBuild
 
 
 def render_rows_function(group: RowGroup, name: str, storage: str = "static") -> str:
@@ -61,6 +61,7 @@ class RowKernel(Primitive):
         self.group = group
         self.kernel_ir = lower_rows(group)
         self._fn = None
+        self._library = KernelBuild(lambda: self.source, self._bind)
         self.outer, self.inner = group.space.outer, group.space.inner
         self.in_shapes = [tuple(v.shape) for v in group.inputs]
         self.out_specs = [(tuple(v.shape), v.dtype.np) for v in group.outputs]
@@ -80,14 +81,23 @@ class RowKernel(Primitive):
     def fn(self) -> Any:
         """The compiled C function, built on first use (a native plan renders the group into its own source)."""
         if self._fn is None:
-            fn = build(self.source).kiln_fused
-            fn.restype = ctypes.c_longlong
-            fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + \
-                [ctypes.c_void_p] * (1 + len(self.group.outputs) + len(self.group.inputs))
-            self._fn = fn
+            self._fn = self._library.function()
         return self._fn
 
+    def start_build(self) -> None:
+        """Start building `fn` in the background (background.py); calls evaluate the group until it is ready."""
+        self._library.start()
+
+    def _bind(self, lib: ctypes.CDLL) -> Any:
+        fn = lib.kiln_fused
+        fn.restype = ctypes.c_longlong
+        fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + \
+            [ctypes.c_void_p] * (1 + len(self.group.outputs) + len(self.group.inputs))
+        return fn
+
     def kernel(self, xp: Any, *arrays: Any) -> Any:
+        if self._fn is None and (not self._library.ready or self.fn is None):  # its C is compiling, or failed
+            return self._evaluate(xp, arrays)
         outer, in_shapes, out_specs = self.outer, self.in_shapes, self.out_specs
         if self.any_row_count and any(a.shape != s and a.size != 1 for a, s in zip(arrays, in_shapes)):
             resized = self.resized(arrays)
@@ -140,6 +150,9 @@ class RowKernel(Primitive):
     def evaluate(self, xp: Any, arrays: tuple) -> Any:
         """The group node by node through the primitives' NumPy kernels: what eager computes."""
         self.fallbacks += 1
+        return self._evaluate(xp, arrays)
+
+    def _evaluate(self, xp: Any, arrays: tuple) -> Any:
         env: dict[int, Any] = {v.id: a for v, a in zip(self.group.inputs, arrays)}
         for node in self.group.nodes:
             env[node.out.id] = node.prim.kernel(xp, *[env[v.id] for v in node.inputs], **node.params)

@@ -29,7 +29,10 @@ one plan at once.
 
 Code is generated when the plan is made, except for plans of a structure this process
 has already made EAGER_PLANS of (a function fed a new shape on every call): those run
-their first call in Python and generate code at their second (`plan_for`).
+their first call in Python and generate code at their second (`plan_for`). The C is
+rendered then; the compiler runs in a worker thread (background.py, unless turned off or
+the kernel cache holds the libraries), and the calls before it finishes run in Python as a
+lazy plan's first call does, with the same bits.
 """
 from __future__ import annotations
 
@@ -37,13 +40,13 @@ import ctypes
 import re
 import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
 
 from ...ir import Graph, Node, Value
-from . import toolchain
+from . import background, toolchain
 from .arena import Arena, ArenaPool
 from .blas import FUNCTIONS, numpy_blas
 from .fuse_graph import fuse
@@ -67,12 +70,13 @@ def _idle_cpus() -> int:
     return max(1, available_cpus() - toolchain.builds_in_flight())
 
 
-def _build_all(sources: list[str]) -> list[ctypes.CDLL]:
-    """The libraries of `sources`, built at once, each by its own compiler process."""
+def _build_all(sources: list[str], low_priority: bool = False) -> list[ctypes.CDLL]:
+    """The libraries of `sources`, built at once, each by its own compiler process (`low_priority`: in the
+    background, see toolchain.build)."""
     if len(sources) == 1:
-        return [toolchain.build(sources[0], SETUP)]
+        return [toolchain.build(sources[0], SETUP, low_priority)]
     with ThreadPoolExecutor(max_workers=len(sources), thread_name_prefix="kiln-build") as pool:
-        return list(pool.map(lambda source: toolchain.build(source, SETUP), sources))
+        return list(pool.map(lambda source: toolchain.build(source, SETUP, low_priority), sources))
 
 
 def _bind(lib: ctypes.CDLL) -> None:
@@ -92,35 +96,66 @@ def _bind(lib: ctypes.CDLL) -> None:
 
 
 class Variant:
-    """The code of one plan for one set of input layouts: its analysis, C library and Python driver."""
+    """The code of one plan for one set of input layouts: its analysis, C library and Python driver.
 
-    def __init__(self, plan: "NativePlan", analysis: Analysis):
+    The C is rendered when the variant is made. Its libraries are built then too, or, with
+    `in_background`, in a worker thread (background.py) unless the cache holds them: then `run`
+    is None until `finish()` loads them.
+    """
+
+    def __init__(self, plan: "NativePlan", analysis: Analysis, in_background: bool = False):
         self.analysis = analysis
         blas = numpy_blas()
         layout = object_layout()
         assert layout is not None
-        rendered = render_plan(analysis, layout, blas.int_type if blas else None, max_parts=_idle_cpus())
+        parts = background.workers() if in_background else _idle_cpus()  # (each part compiles on its own)
+        rendered = render_plan(analysis, layout, blas.int_type if blas else None, max_parts=parts)
         self.sources, self.segment_args, self.row_nodes = rendered.sources, rendered.segment_args, rendered.row_nodes
         self.segment_ir = rendered.segments
-        part_of = rendered.part_of
+        self._part_of = rendered.part_of
         # (parts of a split plan are whole C files, each with its own preludes)
         self.source = "\n".join(self.sources)
-        libs = _build_all(self.sources)
+        self._plan = plan
+        self.held = analysis.held_by_segments()
+        self.run: Any = None
+        self.pending: Future | None = None
+        if not in_background:
+            self._load(_build_all(self.sources))
+            return
+        libs = [toolchain.cached(source, SETUP) for source in self.sources]
+        if all(lib is not None for lib in libs):
+            self._load(libs)
+        else:
+            self.pending = background.submit(lambda: _build_all(self.sources, low_priority=True))
+
+    @property
+    def ready(self) -> bool:
+        """Whether `finish()` would not wait: the libraries are loaded, built, or their build failed."""
+        return self.run is not None or self.pending is None or self.pending.done()
+
+    def finish(self) -> None:
+        """Load the libraries a background build made, waiting for it if need be (CompilerUnavailable if it
+        failed)."""
+        if self.run is None:
+            assert self.pending is not None
+            self._load(self.pending.result())
+
+    def _load(self, libs: list[ctypes.CDLL]) -> None:
         for lib in libs:
             _bind(lib)
         self._libs = libs
         self.segments = []
         for k in range(len(self.segment_args)):
-            fn = getattr(libs[part_of[k]], f"kiln_segment_{k}")
+            fn = getattr(libs[self._part_of[k]], f"kiln_segment_{k}")
             fn.restype = ctypes.c_longlong
             fn.argtypes = [ctypes.py_object, ctypes.c_void_p]
             self.segments.append(fn)
-        self.held = analysis.held_by_segments()
         self._arena_views: dict[int, tuple[int, tuple, np.dtype]] = {}
-        self.driver, self.run = self._generate(plan)
-        views, nbytes = self._arena_views, analysis.arena_bytes
+        self.driver, run = self._generate(self._plan)
+        views, nbytes = self._arena_views, self.analysis.arena_bytes
         self._pool = ArenaPool(lambda: Arena(nbytes, views))
         self._namespace["pool"] = self._pool.get
+        self.run = run
 
     def matches(self, layouts: dict[int, Layout]) -> bool:
         """Whether arrays with these layouts (value id -> non-C layout) are what this variant reads."""
@@ -302,7 +337,8 @@ class NativePlan:
     that calls them (for the layouts of the
     first variant, and of later ones after it), `analysis` what went where (schedule.py),
     `segments` how many native calls a replay makes, `observed_calls` how many calls met
-    layouts no variant had yet, and `fallback_calls` how many calls the reference plan answered.
+    layouts no variant had yet, `fallback_calls` how many calls the reference plan answered, and
+    `building_calls` how many ran in Python while the code built in the background.
     """
 
     backend = "cpu"
@@ -321,12 +357,12 @@ class NativePlan:
         self._seen: dict[int, Layout] | None = None
         self._observer = Observer(graph, {v.id for v in fused.inputs} | _python_results(analysis))
         self.variants: list[Variant] = []
+        self.building_calls = 0  # calls run by the Observer while the first variant's code was being built
         self.lazy = lazy
         if lazy:
             self._current = self._first_call
         else:
-            self.variants.append(Variant(self, analysis))
-            self._current = self.variants[0].run
+            self._start_variant(analysis)
 
     def _first_call(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
         """A lazy plan's first call, run by the Observer; the layouts it saw serve the second call."""
@@ -337,23 +373,64 @@ class NativePlan:
 
     def _second_call(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
         """A lazy plan's second call: the code is generated now, for the layouts the first call saw."""
-        self._ensure_variant(self._seen or {})
+        with self._lock:
+            if not self.variants and not self._stop_variants:
+                layouts = self._seen or {}
+                try:
+                    self._start_variant(analyze(self.graph, layouts) if layouts else self._first_analysis)
+                except CompilerUnavailable as exc:
+                    self._give_up(exc)
         return self._current(inputs, dims)
 
-    def _ensure_variant(self, layouts: dict[int, Layout]) -> None:
+    def _start_variant(self, analysis: Analysis) -> None:
+        """Make the first variant; its code builds now, or in the background (background.py), when calls
+        run by the Observer until it is ready. CompilerUnavailable when the compiler fails now."""
+        variant = Variant(self, analysis, in_background=background.background_builds())
+        self.variants.append(variant)
+        self._observer.watched |= _python_results(analysis)
+        self._current = variant.run if variant.run is not None else self._while_building
+
+    def _while_building(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
+        """A call while the first variant builds in the background: the Observer runs it (eager's bits); once
+        the code is ready, the variant runs this call and the next."""
+        if self.variants[0].ready:
+            with self._lock:
+                self._finish_first()
+            return self._current(inputs, dims)
+        self.building_calls += 1
+        outs, writes, _ = self._observer.run(inputs)
+        return outs, writes
+
+    def _finish_first(self) -> None:
+        """Load the first variant's libraries (waiting for their build); the plan runs in Python if it failed."""
+        variant = self.variants[0]
+        if variant.run is not None:
+            return
+        try:
+            variant.finish()
+        except CompilerUnavailable as exc:
+            self.variants.clear()
+            self._give_up(exc)
+            return
+        self._current = variant.run
+
+    def _give_up(self, exc: CompilerUnavailable) -> None:
+        self._stop_variants = True
+        warnings.warn(f"kiln: could not generate code for a plan ({exc}); it runs in Python",
+                      RuntimeWarning, stacklevel=4)
+        self._current = self._fallback
+
+    def _ensure_variant(self) -> None:
+        """Make sure the first variant exists and its code is loaded, unless the compiler failed (for the
+        properties that show the code)."""
         with self._lock:
+            if not self.variants and not self._stop_variants:
+                try:
+                    self._start_variant(self._first_analysis)
+                except CompilerUnavailable as exc:
+                    self._give_up(exc)
             if self.variants:
-                return
-            try:
-                analysis = analyze(self.graph, layouts) if layouts else self._first_analysis
-                self.variants.append(Variant(self, analysis))
-                self._observer.watched |= _python_results(analysis)
-                self._current = self.variants[0].run
-            except CompilerUnavailable as exc:
-                self._stop_variants = True
-                warnings.warn(f"kiln: could not generate code for a plan ({exc}); it runs in Python",
-                              RuntimeWarning, stacklevel=3)
-                self._current = self._fallback
+                self._finish_first()
 
     @property
     def analysis(self) -> Analysis:
@@ -361,7 +438,7 @@ class NativePlan:
 
     @property
     def source(self) -> str:
-        self._ensure_variant({})
+        self._ensure_variant()
         return "\n".join(v.source for v in self.variants)
 
     @property
@@ -377,13 +454,13 @@ class NativePlan:
 
     @property
     def driver(self) -> str:
-        self._ensure_variant({})
+        self._ensure_variant()
         return "\n".join(v.driver for v in self.variants)
 
     @property
     def current(self) -> Variant:
         """The variant the next call runs first (the one for the layouts seen last)."""
-        self._ensure_variant({})
+        self._ensure_variant()
         return next((v for v in self.variants if v.run is self._current), self.variants[0])
 
     @property

@@ -49,6 +49,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import warnings
@@ -63,6 +64,7 @@ try:
 except ImportError:  # not POSIX: builds are not serialized across processes (loads still verify hashes)
     fcntl = None  # type: ignore[assignment]
 
+LOW_PRIORITY = 19  # the nice value of a compiler run in the background: it gets the CPU time left idle
 MARCH_ENV = "KILN_MARCH"  # e.g. x86-64-v3: build kernels for a lower target than this machine (default native)
 
 
@@ -216,13 +218,25 @@ def compiler_timeout() -> float:
     return value
 
 
-def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run a compiler command in its own session, so a timeout kills a wrapper script's children too."""
+# A compiler runs in a process group of its own, so that a timeout kills a wrapper script's children too.
+# Not in a session of its own where Python can avoid it (3.11+): Linux gives each session an equal share
+# of the CPUs (autogroup), whatever its nice value, so a compiler in the background would take one from
+# the program's own threads.
+_OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+
+
+def _run(argv: list[str], timeout: float, low_priority: bool = False) -> subprocess.CompletedProcess:
+    """Run a compiler command in its own process group; `low_priority`: at the lowest CPU priority (the
+    group's processes, and so the ones they start), so that a build in the background takes only the CPU
+    time the calling program leaves idle."""
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, errors="replace", start_new_session=True)
+                                text=True, errors="replace", **_OWN_GROUP)
     except OSError as exc:
         raise CompilerUnavailable(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    if low_priority and hasattr(os, "setpriority"):
+        with contextlib.suppress(OSError):  # (it may have exited already)
+            os.setpriority(os.PRIO_PGRP, proc.pid, LOW_PRIORITY)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -418,9 +432,10 @@ def builds_in_flight() -> int:
     return _compiling
 
 
-def _compile(command: list[str], source: str, workdir: Path, extra: list[str] | None = None) -> bytes:
+def _compile(command: list[str], source: str, workdir: Path, extra: list[str] | None = None,
+             low_priority: bool = False) -> bytes:
     """The bytes of the library `command` builds from `source` in `workdir` with FLAGS and `extra`
-    (CompilerUnavailable if none)."""
+    (CompilerUnavailable if none); `low_priority` as `_run`."""
     global _compiling
     src = workdir / "kernel.c"
     src.write_text(source)
@@ -428,7 +443,8 @@ def _compile(command: list[str], source: str, workdir: Path, extra: list[str] | 
     with _lock:
         _compiling += 1
     try:
-        result = _run([*command, *FLAGS, *(extra or []), str(src), "-o", str(out), "-lm"], compiler_timeout())
+        result = _run([*command, *FLAGS, *(extra or []), str(src), "-o", str(out), "-lm"], compiler_timeout(),
+                      low_priority)
     finally:
         with _lock:
             _compiling -= 1
@@ -748,12 +764,26 @@ def _entry_lock(path: Path) -> Iterator[None]:
 
 
 # ---- building ---------------------------------------------------------------------------
-def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
+def build(source: str, symbol: str | None = None, low_priority: bool = False) -> ctypes.CDLL:
     """The loaded library for `source`, from the verified cache or compiled now (see the module docstring).
 
     `symbol` is the function the library must export: by default SYMBOL when the source
-    mentions it (every generated kernel does), else nothing is required.
+    mentions it (every generated kernel does), else nothing is required. `low_priority`: the
+    compiler runs at the lowest CPU priority (a build in the background, see background.py).
     """
+    lib = _library(source, symbol, compile_if_missing=True, low_priority=low_priority)
+    assert lib is not None
+    return lib
+
+
+def cached(source: str, symbol: str | None = None) -> ctypes.CDLL | None:
+    """The library for `source` when this process has loaded it or the disk cache holds its verified entry;
+    None when only the compiler could make it (nothing is compiled). CompilerUnavailable as `build`."""
+    return _library(source, symbol, compile_if_missing=False)
+
+
+def _library(source: str, symbol: str | None, compile_if_missing: bool,
+             low_priority: bool = False) -> ctypes.CDLL | None:
     if symbol is None and SYMBOL in source:
         symbol = SYMBOL
     command = compiler_command()
@@ -769,15 +799,20 @@ def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
         teams = bool(openmp_flags(command)) and prepare_openmp_runtime()
         key_lock = _building.setdefault(key, threading.Lock())
     # one key at a time, but different kernels build concurrently (a training plan's forward and
-    # backward, each in its own compiler process)
-    with key_lock:
+    # backward, each in its own compiler process); a lookup does not wait for a build of its key
+    if not key_lock.acquire(blocking=compile_if_missing):
+        return None
+    try:
         with _lock:
             lib = _loaded.get(key)
         if lib is not None:
             return lib
         try:
             with _entry_lock(folder / f"k_{key}.lock"):
-                lib = _load_or_build(command, source, folder / f"k_{key}.so", symbol)
+                lib = _load_or_build(command, source, folder / f"k_{key}.so", symbol, compile_if_missing,
+                                     low_priority)
+            if lib is None:
+                return None
             if teams:  # else the library keeps its own settings: serial
                 with _lock:
                     parallel.attach(lib)
@@ -786,25 +821,33 @@ def build(source: str, symbol: str | None = None) -> ctypes.CDLL:
         with _lock:
             _loaded[key] = lib
             _building.pop(key, None)
+    finally:
+        key_lock.release()
     if teams:
         for hook in after_team_library:
             hook()
     return lib
 
 
-def _load_or_build(command: list[str], source: str, so: Path, symbol: str | None) -> ctypes.CDLL:
-    """The verified entry `so`, or a fresh build stored there (replacing a bad entry, with a warning)."""
+def _load_or_build(command: list[str], source: str, so: Path, symbol: str | None,
+                   compile_if_missing: bool, low_priority: bool) -> ctypes.CDLL | None:
+    """The verified entry `so`, or a fresh build stored there (replacing a bad entry, with a warning);
+    None when there is no usable entry and not `compile_if_missing`."""
     record = so.with_suffix(".sha256")
     try:
         lib = _load_entry(so, record, symbol)
         if lib is not None:
             return lib
     except _Rejected as exc:
+        if not compile_if_missing:  # the build that replaces it warns
+            return None
         warnings.warn(f"kiln: not loading the cached kernel {so}: {exc}; rebuilding it", RuntimeWarning,
-                      stacklevel=5)
+                      stacklevel=6)
+    if not compile_if_missing:
+        return None
     with _temp_folder(so.parent) as tmp:
         try:
-            data = _compile(command, source, tmp, openmp_flags(command))
+            data = _compile(command, source, tmp, openmp_flags(command), low_priority)
         except CompilerTimeout as exc:
             _probed[tuple(command)] = str(exc)  # do not wait on it again for every kernel
             raise
@@ -816,5 +859,5 @@ def _load_or_build(command: list[str], source: str, so: Path, symbol: str | None
         _publish(so, record, data)
     except OSError as exc:
         warnings.warn(f"kiln: could not store the kernel {so} in the cache ({exc.strerror or exc}); it will be "
-                      "rebuilt next time", RuntimeWarning, stacklevel=5)
+                      "rebuilt next time", RuntimeWarning, stacklevel=6)
     return lib

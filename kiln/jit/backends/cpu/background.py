@@ -1,0 +1,138 @@
+"""Background builds: generated C compiles in worker threads while the calls that need it run in Python.
+
+A compiled function's first call returns what its trace computed, and its plan's C is needed
+only from the next call on. With background builds on (the default), the C compiler runs in
+a worker thread while the calling thread goes on. A call that comes before its code is ready
+runs the plan's graph node by node through the primitives' NumPy kernels, as the
+interpreter does. Those give eager's bits, as the generated code does, so the moment the
+native code takes over changes no result. A library that this process has already loaded,
+or that the disk cache holds, is loaded at once instead.
+
+Turn them off with ``$KILN_BACKGROUND_BUILDS=0`` or `set_background_builds(False)`: every
+plan then builds its code before its first replay, on the calling thread. The test suite does
+that, so that replays run the generated code they check. `wait_for_builds()` blocks until
+every build started so far has finished (benchmarks call it before they time steady state).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import warnings
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any, Callable, TypeVar
+
+from . import toolchain
+from .parallel import available_cpus
+
+ENV = "KILN_BACKGROUND_BUILDS"
+T = TypeVar("T")
+
+_enabled = os.environ.get(ENV, "1").strip() != "0"
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pending: set[Future] = set()
+
+
+def background_builds() -> bool:
+    """Whether plans build their generated code in worker threads (see the module docstring)."""
+    return _enabled
+
+
+def set_background_builds(enabled: bool) -> bool:
+    """Turn background builds on or off for plans made from now on; returns the previous setting."""
+    global _enabled
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_background_builds expects True or False, got {type(enabled).__name__} {enabled!r}")
+    previous, _enabled = _enabled, enabled
+    return previous
+
+
+def workers() -> int:
+    """How many builds run in the background at once: one CPU fewer than this process may use (and at
+    least one). Each runs its compiler at the lowest priority, but even so two compilers on a
+    2-CPU machine halve the speed of the program's own BLAS threads."""
+    return max(1, available_cpus() - 1)
+
+
+def submit(build: Callable[[], T]) -> Future:
+    """Run `build` in a worker thread; its Future (the result, or the exception it raised)."""
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="kiln-background-build")
+        future = _pool.submit(build)
+        _pending.add(future)
+    future.add_done_callback(_done)
+    return future
+
+
+def _done(future: Future) -> None:
+    with _lock:
+        _pending.discard(future)
+
+
+def wait_for_builds(timeout: float | None = None) -> bool:
+    """Block until every background build started so far has finished (or `timeout` seconds have passed);
+    whether they all have. A build that failed counts as finished: the plan that started it reports the
+    failure at its next call."""
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout < 0):
+        raise ValueError(f"wait_for_builds expects a timeout of None or seconds >= 0, got {timeout!r}")
+    with _lock:
+        pending = list(_pending)
+    _, not_done = wait(pending, timeout=timeout)
+    return not not_done
+
+
+class KernelBuild:
+    """The compiled function of a fused kernel run on its own: built when first asked for (`function`), or
+    started in a worker thread by `start` (a symbolic plan's kernels), when `ready` says whether asking
+    would wait."""
+
+    def __init__(self, source: Callable[[], str], bind: Callable[[ctypes.CDLL], Any]):
+        self._source = source  # the C (rendered on first need)
+        self._bind = bind  # library -> the function, with its ctypes signature
+        self._function: Any = None
+        self._pending: Future | None = None
+
+    def start(self) -> None:
+        """Load the library from the cache, or start building it in a worker thread."""
+        if self._function is not None or self._pending is not None:
+            return
+        source = self._source()
+        lib = toolchain.cached(source)
+        if lib is not None:
+            self._function = self._bind(lib)
+        else:
+            self._pending = submit(lambda: toolchain.build(source, low_priority=True))
+
+    @property
+    def ready(self) -> bool:
+        """Whether `function()` would not wait for a compiler."""
+        return self._function is not None or self._pending is None or self._pending.done()
+
+    def function(self) -> Any:
+        """The compiled function: built now (CompilerUnavailable if that fails), or the background build's,
+        waiting for it (None if it failed: the kernel then evaluates its group, and kiln warns once)."""
+        if self._function is None:
+            if self._pending is None:
+                self._function = self._bind(toolchain.build(self._source()))
+                return self._function
+            try:
+                lib = self._pending.result()
+            except toolchain.CompilerUnavailable as exc:
+                _warn_failed(exc)
+                return None
+            self._function = self._bind(lib)
+        return self._function
+
+
+_warned_failed = False
+
+
+def _warn_failed(exc: Exception) -> None:
+    global _warned_failed
+    if not _warned_failed:
+        _warned_failed = True
+        warnings.warn(f"kiln: a kernel's C failed to build in the background ({exc}); the groups whose code "
+                      "failed run through NumPy, with the same results", RuntimeWarning, stacklevel=4)

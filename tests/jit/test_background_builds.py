@@ -1,0 +1,223 @@
+"""Background builds (kiln/jit/backends/cpu/background.py): the C compiler runs in a worker thread while
+the calls that need its code run in Python.
+
+The oracle is eager kiln: every call, before the code is ready, while it is being loaded and after,
+gives eager's bits, parameter updates included (the workloads have no float32 transcendental, which
+generated code computes within a few ulp of NumPy instead). Builds are held back on an Event, so which calls ran
+in Python is certain, not a matter of timing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+from kiln.jit.backends import cpu
+from kiln.jit.backends.cpu import background, codegen, cpython_layout, rowcode, runtime, toolchain
+
+pytestmark = pytest.mark.skipif(not cpu.available() or cpython_layout.object_layout() is None,
+                                reason="no C compiler, or generated code cannot read Python objects here")
+
+
+@pytest.fixture(autouse=True)
+def in_background(monkeypatch, tmp_path):
+    """Background builds on, an empty kernel cache, and every plan made eagerly."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
+    runtime._made.clear()
+    previous = kiln.jit.set_background_builds(True)
+    yield
+    kiln.jit.set_background_builds(previous)
+    background.wait_for_builds(60)
+
+
+@pytest.fixture
+def held_builds(monkeypatch):
+    """Builds in worker threads wait for the returned Event; builds on the test's thread do not."""
+    release = threading.Event()
+    real_build = toolchain.build
+
+    def build(source, symbol=None, low_priority=False):
+        if threading.current_thread() is not threading.main_thread():
+            assert release.wait(60), "the test never released the builds"
+        return real_build(source, symbol, low_priority)
+
+    monkeypatch.setattr(toolchain, "build", build)
+    yield release
+    release.set()
+
+
+def _models():
+    kiln.manual_seed(3)
+    model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 4))
+    twin = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 4))
+    twin.load_state_dict(model.state_dict())
+    return model, twin
+
+
+def _step(forward, model, opt, x):
+    opt.zero_grad()
+    loss = forward(x).square().mean()
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+def _assert_same_parameters(model, twin, when):
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert np.array_equal(p.detach().numpy(), q.detach().numpy()), f"{name} differs from eager {when}"
+
+
+def test_a_training_loop_gives_eager_bits_before_during_and_after_the_build(held_builds):
+    model, twin = _models()
+    compiled = kiln.compile(model)
+    opt, twin_opt = kiln.optim.SGD(model.parameters(), lr=0.1), kiln.optim.SGD(twin.parameters(), lr=0.1)
+    xs = [kiln.randn(8, 12) for _ in range(6)]
+    for k, x in enumerate(xs[:3]):  # the trace, then two calls whose code is still compiling
+        assert _step(compiled, model, opt, x) == _step(twin, twin, twin_opt, x)
+        _assert_same_parameters(model, twin, f"at step {k} (code still compiling)")
+    entry = compiled.cache_entries[0]
+    forward, backward = entry.forward_plan, entry.backward_plan
+    assert isinstance(forward, runtime.NativePlan) and isinstance(backward, runtime.NativePlan)
+    assert forward.building_calls == backward.building_calls == 2
+    assert forward.variants[0].run is None, "the forward's code was loaded before its build was released"
+    assert not kiln.jit.wait_for_builds(0.05), "a build finished while it was held"
+
+    held_builds.set()
+    assert kiln.jit.wait_for_builds(60)
+    for k, x in enumerate(xs[3:], 3):
+        assert _step(compiled, model, opt, x) == _step(twin, twin, twin_opt, x)
+        _assert_same_parameters(model, twin, f"at step {k} (native code)")
+    assert forward.building_calls == backward.building_calls == 2, "a call after the build ran in Python"
+    assert forward.fallback_calls == backward.fallback_calls == 0
+    assert forward.variants[0].run is not None and "kiln_segment_0" in forward.source
+
+
+def test_the_source_waits_for_the_build(held_builds):
+    compiled = kiln.compile(lambda a, b: (a * b + 1.0).relu())
+    a, b = kiln.randn(5, 7), kiln.randn(5, 7)
+    compiled(a, b)
+    plan = compiled.cache_entries[0].plan
+    assert plan.variants[0].run is None
+    threading.Timer(0.2, held_builds.set).start()
+    assert "kiln_segment_0" in plan.source  # blocks until the timer releases the build
+    assert plan.variants[0].run is not None
+    assert np.array_equal(compiled(a, b).numpy(), (a * b + 1.0).relu().numpy())
+    assert plan.building_calls == 0
+
+
+def test_a_symbolic_plan_evaluates_its_groups_until_their_kernels_are_built(held_builds):
+    def f(x):  # (no transcendental: generated code equals NumPy bit for bit)
+        y = (x * 2.0 + 1.0).relu()
+        return y / (y.sum(-1, keepdim=True) + 1.0)
+
+    compiled = kiln.compile(f, dynamic_dims={0: {0: "B"}})
+    with kiln.no_grad():
+        for rows in (3, 5, 9):  # the trace, then replays while every kernel is held
+            x = kiln.randn(rows, 3000)
+            assert np.array_equal(compiled(x).numpy(), f(x).numpy()), rows
+        fused = [n.prim for n in compiled.cache_entries[0].plan.graph.nodes
+                 if isinstance(n.prim, (codegen.FusedElementwise, rowcode.RowKernel))]
+        assert fused and all(prim._fn is None for prim in fused)
+        assert all(getattr(prim, "fallbacks", 0) == 0 for prim in fused), "waiting for a build is not a fallback"
+        held_builds.set()
+        assert kiln.jit.wait_for_builds(60)
+        for rows in (4, 11):
+            x = kiln.randn(rows, 3000)
+            assert np.array_equal(compiled(x).numpy(), f(x).numpy()), rows
+        assert all(prim._fn is not None for prim in fused), "a kernel still evaluates after its build"
+
+
+def test_a_build_that_fails_in_the_background_warns_and_the_plan_runs_in_python(monkeypatch):
+    def broken(source, symbol=None, low_priority=False):
+        raise toolchain.CompilerUnavailable("the compiler went away")
+
+    monkeypatch.setattr(toolchain, "build", broken)
+    f = lambda a: (a * 3.0 - 1.0).sigmoid()  # noqa: E731
+    compiled = kiln.compile(f)
+    a = kiln.randn(6, 4)
+    with kiln.no_grad():
+        compiled(a)
+        assert kiln.jit.wait_for_builds(60)
+        with pytest.warns(RuntimeWarning, match="could not generate code for a plan"):
+            got = compiled(a)
+        assert np.array_equal(got.numpy(), f(a).numpy())
+        assert np.array_equal(compiled(a).numpy(), f(a).numpy())
+    plan = compiled.cache_entries[0].plan
+    assert not plan.variants and plan.fallback_calls == 2
+
+
+def test_a_symbolic_kernel_whose_build_fails_warns_once_and_evaluates(monkeypatch):
+    def broken(source, symbol=None, low_priority=False):
+        raise toolchain.CompilerUnavailable("the compiler went away")
+
+    monkeypatch.setattr(toolchain, "build", broken)
+    monkeypatch.setattr(background, "_warned_failed", False)
+    f = lambda x: (x * 2.0).exp() + 1.0  # noqa: E731
+    compiled = kiln.compile(f, dynamic_dims={0: {0: "B"}})
+    with kiln.no_grad():
+        compiled(kiln.randn(3, 3000))  # (groups this large are fused)
+        assert kiln.jit.wait_for_builds(60)
+        with pytest.warns(RuntimeWarning, match="failed to build in the background"):
+            x = kiln.randn(4, 3000)
+            assert np.array_equal(compiled(x).numpy(), f(x).numpy())
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            x = kiln.randn(7, 3000)
+            assert np.array_equal(compiled(x).numpy(), f(x).numpy())
+    fused = [n.prim for n in compiled.cache_entries[0].plan.graph.nodes if isinstance(n.prim, codegen.FusedElementwise)]
+    assert fused and all(prim._fn is None for prim in fused)
+
+
+def test_a_cached_library_is_loaded_at_once_without_the_compiler(monkeypatch):
+    f = lambda a: (a + 2.0).relu() * a  # noqa: E731
+    a = kiln.randn(3, 3)
+    kiln.jit.set_background_builds(False)
+    kiln.compile(f)(a)  # builds the library into the (fresh) cache
+    kiln.jit.set_background_builds(True)
+    toolchain._reset_state()  # a new process: the cache on disk, nothing loaded
+    assert toolchain.compiler_problem() is None  # (its probes may build)
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("the compiler ran for a library the cache holds")
+
+    monkeypatch.setattr(toolchain, "_compile", no_compiler)
+    compiled = kiln.compile(f)
+    compiled(a)
+    plan = compiled.cache_entries[0].plan
+    assert plan.variants[0].run is not None and plan.variants[0].pending is None
+    assert np.array_equal(compiled(a).numpy(), f(a).numpy()) and plan.building_calls == 0
+
+
+def test_cached_never_compiles_and_build_fills_it():
+    source = codegen.PRELUDE + "\nint kiln_background_probe(void) { return 7; }\n"
+    assert toolchain.cached(source, "kiln_background_probe") is None
+    lib = toolchain.build(source, "kiln_background_probe")
+    assert toolchain.cached(source, "kiln_background_probe") is lib and lib.kiln_background_probe() == 7
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="no process priorities here")
+def test_a_background_compiler_runs_at_the_lowest_priority_in_this_session():
+    script = "import os, time; time.sleep(0.3); print(os.nice(0), os.getsid(0), os.getpgid(0), os.getpid())"
+    niceness, session, group, pid = map(int, toolchain._run([sys.executable, "-c", script], 30,
+                                                            low_priority=True).stdout.split())
+    assert niceness == max(toolchain.LOW_PRIORITY, os.nice(0))
+    assert group == pid, "the compiler is not in a process group of its own (a timeout could not kill it all)"
+    if sys.version_info >= (3, 11):  # (3.10 has no way to make a group without a session)
+        assert session == os.getsid(0), "a new session gets a CPU share of its own, whatever its priority"
+    assert int(toolchain._run([sys.executable, "-c", script], 30).stdout.split()[0]) == os.nice(0)
+
+
+def test_the_switches_check_their_arguments():
+    with pytest.raises(TypeError, match="True or False"):
+        kiln.jit.set_background_builds(1)
+    with pytest.raises(ValueError, match="timeout"):
+        kiln.jit.wait_for_builds(-1)
+    assert kiln.jit.background_builds() is True
+    assert kiln.jit.wait_for_builds() is True
