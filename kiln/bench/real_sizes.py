@@ -55,7 +55,7 @@ from . import real_size_models as M
 from .peers import import_torch
 from .report import NOISY_NOTE, Table, fmt, fmt_ratio, fmt_timing, is_noisy, write_json
 from .threads import numpy_blas_threads
-from .timing import Timing, measure, repeat_calls
+from .timing import Timing, measure, repeat_calls, settle_compiled_code
 
 NAME = "real-sizes"
 DESCRIPTION = "ResNet-18 train/inference, GPT, LSTM LM at real sizes: torch eager/compile vs kiln eager/compile"
@@ -126,6 +126,8 @@ def measure_peak(lib_name: str, workload_name: str, size: str, column: str, thre
     before, maxrss_before = _status_kib("VmRSS"), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     peaks, first_call = [], -1.0
     for steps in (MEMORY_STEPS[column], STEADY_STEPS):
+        if peaks:  # (the steady steps run the generated code)
+            settle_compiled_code()
         with contextlib.suppress(OSError):
             Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark to the current RSS
         for _ in range(steps):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gc
 import math
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -74,9 +75,17 @@ def calls_per_sample(loop: Loop, min_sample_s: float = MIN_SAMPLE_S) -> int:
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(min_sample_s / per_call)))
 
 
+def settle_compiled_code() -> None:
+    """Wait for kiln's background builds (`kiln.jit.wait_for_builds`) where this process has imported kiln:
+    a steady-state timing is of the generated code, not of the Python that runs while it compiles."""
+    kiln = sys.modules.get("kiln")
+    if kiln is not None:
+        kiln.jit.wait_for_builds()
+
+
 def measure(loop: Loop, *, number: int | None = 1, repeat: int = 20, warmup: int = 3,
             min_sample_s: float = MIN_SAMPLE_S) -> Timing:
-    """Time `loop(number)` `repeat` times after `warmup` untimed samples.
+    """Time `loop(number)` `repeat` times after `warmup` untimed samples (and kiln's background builds).
 
     The garbage collector is paused while a sample runs (as `timeit` does), so
     a collection triggered by one library's allocations is not billed to a sample.
@@ -94,6 +103,7 @@ def measure(loop: Loop, *, number: int | None = 1, repeat: int = 20, warmup: int
                          f"number={number}, repeat={repeat}, warmup={warmup}")
     for _ in range(warmup):
         loop(number or 1)
+    settle_compiled_code()
     if number is None:
         number = calls_per_sample(loop, min_sample_s)
     samples = []

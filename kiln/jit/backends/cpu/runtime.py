@@ -361,6 +361,8 @@ class NativePlan:
         self.lazy = lazy
         if lazy:
             self._current = self._first_call
+        elif background.background_builds():  # the trace's call needs no code: build from the first replay on
+            self._current = self._start_code
         else:
             self._start_variant(analysis)
 
@@ -368,11 +370,13 @@ class NativePlan:
         """A lazy plan's first call, run by the Observer; the layouts it saw serve the second call."""
         self.observed_calls += 1
         outs, writes, self._seen = self._observer.run(inputs)
-        self._current = self._second_call
+        self._current = self._start_code
         return outs, writes
 
-    def _second_call(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
-        """A lazy plan's second call: the code is generated now, for the layouts the first call saw."""
+    def _start_code(self, inputs: list, dims: dict[str, int] | None) -> tuple[list, list]:
+        """The first call that needs the code (a lazy plan's second call, or a plan's first replay when it
+        builds in the background): the code is generated now, for the layouts a lazy plan's first call
+        saw."""
         with self._lock:
             if not self.variants and not self._stop_variants:
                 layouts = self._seen or {}
