@@ -112,6 +112,37 @@ def test_the_source_waits_for_the_build(held_builds):
     assert plan.building_calls == 0
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_process_forked_during_a_build_builds_again_instead_of_waiting_forever(held_builds):
+    """The worker thread stays in the parent: a child (a DataLoader worker, say) that needs the code
+    starts the build again, and `wait_for_builds` there does not wait on a thread it lacks."""
+    f = lambda a, b: (a - b).relu() * 2.0  # noqa: E731
+    compiled = kiln.compile(f)
+    a, b = kiln.randn(4, 6), kiln.randn(4, 6)
+    with kiln.no_grad():
+        compiled(a, b)
+        compiled(a, b)  # its build starts, and is held
+        plan = compiled.cache_entries[0].plan
+        assert plan.building_calls == 1
+        pid = os.fork()
+        if pid == 0:  # the child: report through the exit status, never return into pytest
+            status = 1
+            try:
+                held_builds.set()  # (the child's copy of the Event)
+                want = f(a, b).numpy()
+                same = np.array_equal(compiled(a, b).numpy(), want)
+                ok = kiln.jit.wait_for_builds(60) and np.array_equal(compiled(a, b).numpy(), want)
+                status = 0 if same and ok and plan.variants[0].run is not None else 2
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the child failed ({status})"
+        assert plan.variants[0].run is None, "the parent's build finished while it was held"
+        held_builds.set()
+        assert kiln.jit.wait_for_builds(60)
+        assert np.array_equal(compiled(a, b).numpy(), f(a, b).numpy()) and plan.variants[0].run is not None
+
+
 def test_a_symbolic_plan_evaluates_its_groups_until_their_kernels_are_built(held_builds):
     def f(x):  # (no transcendental: generated code equals NumPy bit for bit)
         y = (x * 2.0 + 1.0).relu()

@@ -20,18 +20,27 @@ import os
 import threading
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
 from . import toolchain
 from .parallel import available_cpus
 
 ENV = "KILN_BACKGROUND_BUILDS"
-T = TypeVar("T")
 
 _enabled = os.environ.get(ENV, "1").strip() != "0"
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-_pending: set[Future] = set()
+_pool_pid = -1  # the process that started _pool's threads (a forked child has none of them)
+_pending: set["Build"] = set()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # (another thread may have held it when the parent forked)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def background_builds() -> bool:
@@ -55,21 +64,53 @@ def workers() -> int:
     return max(1, available_cpus() - 1)
 
 
-def submit(build: Callable[[], T]) -> Future:
-    """Run `build` in a worker thread; its Future (the result, or the exception it raised)."""
-    global _pool
+class Build:
+    """A build running in a worker thread: `done()`, and `result()` (waiting; the exception it raised).
+
+    A process forked while the build ran (a DataLoader worker, say) has no copy of the worker
+    thread: there the build starts again the first time it is asked about, so no call waits on a
+    thread that does not exist.
+    """
+
+    def __init__(self, work: Callable[[], Any]):
+        self._work = work
+        self._launch()
+
+    def _launch(self) -> None:
+        self._pid = os.getpid()
+        self._future = _start(self._work)
+        with _lock:
+            _pending.add(self)
+        self._future.add_done_callback(lambda _: self._finished())
+
+    def _current(self) -> Future:
+        if self._pid != os.getpid() and not self._future.done():
+            self._launch()
+        return self._future
+
+    def done(self) -> bool:
+        return self._current().done()
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self._current().result(timeout)
+
+    def _finished(self) -> None:
+        with _lock:
+            _pending.discard(self)
+
+
+def _start(work: Callable[[], Any]) -> Future:
+    global _pool, _pool_pid
     with _lock:
-        if _pool is None:
+        if _pool is None or _pool_pid != os.getpid():
             _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="kiln-background-build")
-        future = _pool.submit(build)
-        _pending.add(future)
-    future.add_done_callback(_done)
-    return future
+            _pool_pid = os.getpid()
+        return _pool.submit(work)
 
 
-def _done(future: Future) -> None:
-    with _lock:
-        _pending.discard(future)
+def submit(work: Callable[[], Any]) -> Build:
+    """Run `work` in a worker thread; its Build."""
+    return Build(work)
 
 
 def wait_for_builds(timeout: float | None = None) -> bool:
@@ -80,9 +121,8 @@ def wait_for_builds(timeout: float | None = None) -> bool:
         raise ValueError(f"wait_for_builds expects a timeout of None or seconds >= 0, got {timeout!r}")
     with _lock:
         pending = list(_pending)
-    _, not_done = wait(pending, timeout=timeout)
+    _, not_done = wait([build._current() for build in pending], timeout=timeout)
     return not not_done
-
 
 class KernelBuild:
     """The compiled function of a fused kernel run on its own: built when first asked for (`function`), or
@@ -93,7 +133,7 @@ class KernelBuild:
         self._source = source  # the C (rendered on first need)
         self._bind = bind  # library -> the function, with its ctypes signature
         self._function: Any = None
-        self._pending: Future | None = None
+        self._pending: Build | None = None
 
     def start(self) -> None:
         """Load the library from the cache, or start building it in a worker thread."""

@@ -40,7 +40,7 @@ import ctypes
 import re
 import threading
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -118,7 +118,7 @@ class Variant:
         self._plan = plan
         self.held = analysis.held_by_segments()
         self.run: Any = None
-        self.pending: Future | None = None
+        self.pending: background.Build | None = None
         if not in_background:
             self._load(_build_all(self.sources))
             return
