@@ -19,7 +19,8 @@ import pytest
 import kiln
 import kiln.nn as nn
 from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import background, codegen, cpython_layout, rowcode, runtime, toolchain
+from kiln.jit.backends.cpu import (background, codegen, cpython_layout, elementwise_groups, rowcode, runtime,
+                                   toolchain)
 
 pytestmark = pytest.mark.skipif(not cpu.available() or cpython_layout.object_layout() is None,
                                 reason="no C compiler, or generated code cannot read Python objects here")
@@ -258,3 +259,34 @@ def test_the_switches_check_their_arguments():
         kiln.jit.wait_for_builds(-1)
     assert kiln.jit.background_builds() is True
     assert kiln.jit.wait_for_builds() is True
+
+
+def test_a_symbolic_plans_kernels_share_one_library_with_each_distinct_kernel_once(monkeypatch):
+    """A Python replay's kernels build as one library (cpu/kernel_library.py): one compiler run, and a
+    group that appears twice (each layer of a model) compiles once."""
+    kiln.jit.set_background_builds(False)
+    built = []
+    real_build = toolchain.build
+    monkeypatch.setattr(toolchain, "build", lambda source, *a, **k: built.append(source) or real_build(source, *a, **k))
+
+    monkeypatch.setattr(elementwise_groups, "MIN_ELEMENTS", 1)  # (groups this small are fused too)
+
+    def f(x, w):  # the same group twice, a matmul between them, and a row kernel
+        a = (x * 2.0 + 1.0).relu() @ w
+        return (a * 2.0 + 1.0).relu(), (x * x).sum(-1)
+
+    compiled = kiln.compile(f, dynamic_dims={0: {0: "B"}})
+    w = kiln.randn(16, 16)
+    with kiln.no_grad():
+        for rows in (3, 5):
+            x = kiln.randn(rows, 16)
+            for got, want in zip(compiled(x, w), f(x, w)):
+                assert np.array_equal(got.numpy(), want.numpy()), rows
+    kernels = [n.prim for n in compiled.cache_entries[0].plan.graph.nodes
+               if isinstance(n.prim, (codegen.FusedElementwise, rowcode.RowKernel))]
+    assert len(kernels) >= 3 and all(k._fn is not None for k in kernels), kernels
+    libraries = [source for source in built if "fused kernel(s)" in source]
+    assert len(libraries) == 1, "the kernels were not built as one library"
+    symbols = {k._compiled._symbol for k in kernels}
+    assert len(symbols) == len(kernels) - 1, f"the repeated group was not compiled once: {symbols}"
+    assert all(f"kiln_kernel_{i}(" in libraries[0] for i in range(len(symbols)))

@@ -9,8 +9,8 @@ become one generated C function each, called once per replay, with intermediates
 per-thread arena. The other nodes run their NumPy kernels between those calls.
 
 Symbolic (dynamic_dims) shapes, and graphs with no native node, get the Python replay
-(`python_plan`): the interpreter's Plan with large groups compiled one library each. It
-is also the reference a native plan falls back to. Without a working compiler (none,
+(`python_plan`): the interpreter's Plan with large groups compiled into one library
+(kernel_library.py). It is also the reference a native plan falls back to. Without a working compiler (none,
 failing, silent, misconfigured or hanging) the backend warns once and lowers exactly
 like `interpret`. Everything compiled is cached on disk (toolchain.py). The compiler runs in
 worker threads while calls go on in Python with the same bits (background.py), unless that is
@@ -27,6 +27,7 @@ from ..interpret import Plan
 from . import background, blas_team, runtime, toolchain  # noqa: F401 - blas_team: told when a team library loads
 from .codegen import FusedElementwise
 from .fuse_graph import fuse, fuse_elementwise, fuse_rows
+from .kernel_library import share_library
 from .rowcode import RowKernel
 from .runtime import NativePlan, plan_for
 from .symbolic_fusion import fuse_symbolic
@@ -76,13 +77,14 @@ def python_plan(graph: Graph) -> Plan:
     reference a native plan falls back to, and the plan for symbolic shapes)."""
     try:
         fused = fuse_symbolic(graph) if any(is_symbolic(tuple(v.shape)) for v in _values(graph)) else fuse(graph)
+        kernels = [node.prim for node in fused.nodes if isinstance(node.prim, (FusedElementwise, RowKernel))]
+        share_library(kernels)  # (one compiler run for them all)
         in_background = background.background_builds()
-        for node in fused.nodes:
-            if isinstance(node.prim, (FusedElementwise, RowKernel)):
-                if in_background:
-                    node.prim.start_build()  # (a broken compiler shows here: its probe runs now)
-                else:
-                    node.prim.fn  # noqa: B018 - build now, so a broken compiler shows here
+        for kernel in kernels:
+            if in_background:
+                kernel.start_build()  # (a broken compiler shows here: its probe runs now)
+            else:
+                kernel.fn  # noqa: B018 - build now, so a broken compiler shows here
         plan = Plan(fused)
     except CompilerUnavailable as exc:
         _warn(exc)

@@ -124,46 +124,73 @@ def wait_for_builds(timeout: float | None = None) -> bool:
     _, not_done = wait([build._current() for build in pending], timeout=timeout)
     return not not_done
 
-class KernelBuild:
-    """The compiled function of a fused kernel run on its own: built when first asked for (`function`), or
-    started in a worker thread by `start` (a symbolic plan's kernels), when `ready` says whether asking
-    would wait."""
+class Library:
+    """A library of generated C, loaded from the cache, built on the calling thread when first needed, or
+    built in a worker thread once `start` is called (`ready` says whether `get` would wait)."""
 
-    def __init__(self, source: Callable[[], str], bind: Callable[[ctypes.CDLL], Any]):
+    def __init__(self, source: Callable[[], str]):
         self._source = source  # the C (rendered on first need)
-        self._bind = bind  # library -> the function, with its ctypes signature
-        self._function: Any = None
-        self._pending: Build | None = None
+        self._lib: ctypes.CDLL | None = None
+        self._build: Build | None = None
 
     def start(self) -> None:
         """Load the library from the cache, or start building it in a worker thread."""
-        if self._function is not None or self._pending is not None:
+        if self._lib is not None or self._build is not None:
             return
         source = self._source()
-        lib = toolchain.cached(source)
-        if lib is not None:
-            self._function = self._bind(lib)
-        else:
-            self._pending = submit(lambda: toolchain.build(source, low_priority=True))
+        self._lib = toolchain.cached(source)
+        if self._lib is None:
+            self._build = submit(lambda: toolchain.build(source, low_priority=True))
+
+    @property
+    def ready(self) -> bool:
+        """Whether `get()` would not wait for a compiler."""
+        return self._lib is not None or self._build is None or self._build.done()
+
+    def get(self) -> ctypes.CDLL | None:
+        """The library: built now if it was never started (CompilerUnavailable if that fails), else the
+        background build's, waiting for it (None if it failed: kiln warns once)."""
+        if self._lib is None:
+            if self._build is None:
+                self._lib = toolchain.build(self._source())
+                return self._lib
+            try:
+                self._lib = self._build.result()
+            except toolchain.CompilerUnavailable as exc:
+                _warn_failed(exc)
+                return None
+        return self._lib
+
+
+class KernelBuild:
+    """The compiled function of a fused kernel run on its own: from a library of its own, or from one it
+    shares with the other kernels of its plan (`share`)."""
+
+    def __init__(self, source: Callable[[], str], bind: Callable[[ctypes.CDLL, str], Any]):
+        self._library = Library(source)
+        self._symbol = toolchain.SYMBOL
+        self._bind = bind  # (library, symbol) -> the function, with its ctypes signature
+        self._function: Any = None
+
+    def share(self, library: Library, symbol: str) -> None:
+        """Take the function `symbol` from `library` (built for several kernels) instead."""
+        self._library, self._symbol = library, symbol
+
+    def start(self) -> None:
+        """Load the library from the cache, or start building it in a worker thread."""
+        self._library.start()
 
     @property
     def ready(self) -> bool:
         """Whether `function()` would not wait for a compiler."""
-        return self._function is not None or self._pending is None or self._pending.done()
+        return self._function is not None or self._library.ready
 
     def function(self) -> Any:
-        """The compiled function: built now (CompilerUnavailable if that fails), or the background build's,
-        waiting for it (None if it failed: the kernel then evaluates its group, and kiln warns once)."""
+        """The compiled function (None if its library failed to build in the background; see Library.get)."""
         if self._function is None:
-            if self._pending is None:
-                self._function = self._bind(toolchain.build(self._source()))
-                return self._function
-            try:
-                lib = self._pending.result()
-            except toolchain.CompilerUnavailable as exc:
-                _warn_failed(exc)
-                return None
-            self._function = self._bind(lib)
+            lib = self._library.get()
+            if lib is not None:
+                self._function = self._bind(lib, self._symbol)
         return self._function
 
 

@@ -26,7 +26,7 @@ from .layouts import c_ordered
 from .cpython_layout import address_reader
 from .parallel import team_min_for
 from .lower import lower_elementwise
-from .background import KernelBuild
+from .background import KernelBuild, Library
 
 C_TYPES = C.types  # dtype name -> C type
 MAX_REMEMBERED_SHAPES = 64  # input shapes a fused kernel remembers as fitting its index forms
@@ -74,7 +74,7 @@ class FusedElementwise(Primitive):
         self.split, self.forms = choose_split([tuple(v.shape) for v in group.inputs], out_shape, strided=True)
         self.kernel_ir = lower_elementwise(group, self.forms)
         self._fn = None
-        self._library = KernelBuild(lambda: self.source, self._bind)
+        self._compiled = KernelBuild(lambda: self.source, self._bind)
         self.out_dtype = group.root.out.dtype.np
         self._fitting: dict[tuple, tuple] = {}  # input shapes -> (out shape, outer, inner): the forms fit
         self._full_inputs = [k for k, form in enumerate(self.forms)  # read in C order: they must be C-ordered
@@ -91,21 +91,29 @@ class FusedElementwise(Primitive):
         """The compiled C function, built on first use (a native plan renders the group into its own source
         and builds this only if the group ever runs on its own)."""
         if self._fn is None:
-            self._fn = self._library.function()
+            self._fn = self._compiled.function()
         return self._fn
 
     def start_build(self) -> None:
         """Start building `fn` in the background (background.py); calls evaluate the group until it is ready."""
-        self._library.start()
+        self._compiled.start()
 
-    def _bind(self, lib: ctypes.CDLL) -> Any:
-        fn = lib.kiln_fused
+    def function_text(self, name: str) -> str:
+        """The C function `name` of this kernel, without preludes (for a library shared with other kernels)."""
+        return render_function(self.group, self.forms, name)
+
+    def share_library(self, library: Library, symbol: str) -> None:
+        """Take `fn` from `library`, built for several kernels, where it is the function `symbol`."""
+        self._compiled.share(library, symbol)
+
+    def _bind(self, lib: ctypes.CDLL, symbol: str) -> Any:
+        fn = getattr(lib, symbol)
         fn.restype = None
         fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [ctypes.c_void_p] * (1 + len(self.group.inputs))
         return fn
 
     def kernel(self, xp: Any, *arrays: Any) -> Any:
-        if self._fn is None and (not self._library.ready or self.fn is None):  # its C is compiling, or failed
+        if self._fn is None and (not self._compiled.ready or self.fn is None):  # its C is compiling, or failed
             return self.evaluate(xp, arrays)
         shapes = tuple(a.shape for a in arrays)
         fitting = self._fitting.get(shapes)

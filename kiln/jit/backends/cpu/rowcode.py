@@ -36,7 +36,7 @@ from .lower import lower_rows
 from .cpython_layout import address_reader
 from .parallel import team_min_for
 from .rows import RowGroup, Space, describe
-from .background import KernelBuild
+from .background import KernelBuild, Library
 
 
 def render_rows_function(group: RowGroup, name: str, storage: str = "static") -> str:
@@ -61,7 +61,7 @@ class RowKernel(Primitive):
         self.group = group
         self.kernel_ir = lower_rows(group)
         self._fn = None
-        self._library = KernelBuild(lambda: self.source, self._bind)
+        self._compiled = KernelBuild(lambda: self.source, self._bind)
         self.outer, self.inner = group.space.outer, group.space.inner
         self.in_shapes = [tuple(v.shape) for v in group.inputs]
         self.out_specs = [(tuple(v.shape), v.dtype.np) for v in group.outputs]
@@ -81,22 +81,30 @@ class RowKernel(Primitive):
     def fn(self) -> Any:
         """The compiled C function, built on first use (a native plan renders the group into its own source)."""
         if self._fn is None:
-            self._fn = self._library.function()
+            self._fn = self._compiled.function()
         return self._fn
 
     def start_build(self) -> None:
         """Start building `fn` in the background (background.py); calls evaluate the group until it is ready."""
-        self._library.start()
+        self._compiled.start()
 
-    def _bind(self, lib: ctypes.CDLL) -> Any:
-        fn = lib.kiln_fused
+    def function_text(self, name: str) -> str:
+        """The C function `name` of this kernel, without preludes (for a library shared with other kernels)."""
+        return render_rows_function(self.group, name, storage="")
+
+    def share_library(self, library: Library, symbol: str) -> None:
+        """Take `fn` from `library`, built for several kernels, where it is the function `symbol`."""
+        self._compiled.share(library, symbol)
+
+    def _bind(self, lib: ctypes.CDLL, symbol: str) -> Any:
+        fn = getattr(lib, symbol)
         fn.restype = ctypes.c_longlong
         fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + \
             [ctypes.c_void_p] * (1 + len(self.group.outputs) + len(self.group.inputs))
         return fn
 
     def kernel(self, xp: Any, *arrays: Any) -> Any:
-        if self._fn is None and (not self._library.ready or self.fn is None):  # its C is compiling, or failed
+        if self._fn is None and (not self._compiled.ready or self.fn is None):  # its C is compiling, or failed
             return self._evaluate(xp, arrays)
         outer, in_shapes, out_specs = self.outer, self.in_shapes, self.out_specs
         if self.any_row_count and any(a.shape != s and a.size != 1 for a, s in zip(arrays, in_shapes)):
