@@ -106,7 +106,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     source = "$KILN_CACHE_DIR" if os.environ.get("KILN_CACHE_DIR") else "default"
     cache = kernel_cache_dir()
     print(f"kernel cache: {cache / 'kernels'} ({source}; {describe_kernel_cache(cache)})")
-    print(f"kiln.compile: {'available' if hasattr(kiln, 'compile') else 'not available yet'}")
+    builds = ("the C compiler runs in the background ($KILN_BACKGROUND_BUILDS=0 builds before the first replay)"
+              if kiln.jit.background_builds() else "code builds before each plan's first replay")
+    print(f"kiln.compile: {'available' if hasattr(kiln, 'compile') else 'not available yet'}; {builds}")
     print(f"devices: cpu ({available_cpus()} cores, {platform.machine()})"
           + (f", {_cuda_devices()}" if kiln.cuda_is_available() else ", cuda not available"))
     return 0
