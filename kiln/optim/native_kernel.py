@@ -53,6 +53,7 @@ def lerp_weight(weight: float) -> tuple[bool, float]:
 _ARGTYPES = [ctypes.c_longlong] + [ctypes.c_void_p] * 5
 _lock = threading.Lock()
 _kernels: dict[tuple, ctypes._CFuncPtr] = {}
+_building: dict[tuple, object] = {}  # (rule, switches, dtype) -> its background build (background.Build)
 
 
 @dataclass(frozen=True)
@@ -144,12 +145,50 @@ class NativeRule:
                 if fn is None:
                     from ..jit.backends.cpu import toolchain  # noqa: PLC0415 - kiln.jit imports kiln.optim
 
-                    lib = toolchain.build(self.source(switches, dtype), SYMBOL)
-                    fn = getattr(lib, SYMBOL)
-                    fn.argtypes = _ARGTYPES
-                    fn.restype = None
-                    _kernels[key] = fn
+                    fn = _bind(key, toolchain.build(self.source(switches, dtype), SYMBOL))
         return fn
+
+    def ready(self, switches: tuple[bool, ...], dtype: np.dtype) -> bool:
+        """Whether `kernel` would not wait for the compiler: the function is loaded, or the kernel cache holds
+        it (loaded now). Otherwise its build starts in the background (kiln/jit/backends/cpu/background.py)
+        and this is False until the build has finished, or for good if it failed (kiln warns once): the
+        optimizer takes its NumPy path meanwhile, which gives the same bits."""
+        key = (self, switches, dtype)
+        if key in _kernels:
+            return True
+        from ..jit.backends.cpu import background, toolchain  # noqa: PLC0415 - kiln.jit imports kiln.optim
+
+        with _lock:
+            if key in _kernels:
+                return True
+            build = _building.get(key)
+            if build is None:
+                source = self.source(switches, dtype)
+                lib = toolchain.cached(source, SYMBOL)
+                if lib is not None:
+                    _bind(key, lib)
+                    return True
+                _building[key] = background.submit(lambda: toolchain.build(source, SYMBOL, low_priority=True))
+                return False
+            if not build.done():
+                return False
+            try:
+                lib = build.result()
+            except toolchain.CompilerUnavailable as exc:
+                background.warn_failed(exc)
+                return False
+            _bind(key, lib)
+            del _building[key]
+            return True
+
+
+def _bind(key: tuple, lib: ctypes.CDLL) -> ctypes._CFuncPtr:
+    """The step function of a loaded library, remembered under `key` (call with _lock held)."""
+    fn = getattr(lib, SYMBOL)
+    fn.argtypes = _ARGTYPES
+    fn.restype = None
+    _kernels[key] = fn
+    return fn
 
 
 _UNPROBED = object()

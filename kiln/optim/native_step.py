@@ -97,6 +97,8 @@ def native_update_group(opt: Optimizer, group: dict[str, Any]) -> list[Tensor] |
         return None
     switches, group_scalars = spec
     rule = opt._native_rule
+    if not _kernels_ready(rule, switches, group):
+        return None  # the whole group in NumPy this step, before any state is made: the kernel is building
     batches: dict[np.dtype, _Batch] = {}
     rest: list[Tensor] = []
     for p in dict.__getitem__(group, "params"):
@@ -143,6 +145,18 @@ def native_update_group(opt: Optimizer, group: dict[str, Any]) -> list[Tensor] |
             for t in batch.written:
                 t._bump_version()
     return rest
+
+
+def _kernels_ready(rule: Any, switches: tuple, group: dict[str, Any]) -> bool:
+    """Whether the kernels for the dtypes of `group`'s parameters are loaded, where background builds are on
+    (NativeRule.ready starts their builds); always, where builds happen on the calling thread."""
+    from ..jit.backends.cpu import background  # noqa: PLC0415 - kiln.jit imports kiln.optim
+
+    if not background.background_builds():
+        return True
+    dtypes = {p._data.dtype for p in dict.__getitem__(group, "params")
+              if p.grad is not None and type(p._data) is np.ndarray and p._data.dtype in C_TYPES}
+    return all([rule.ready(switches, dtype) for dtype in dtypes])  # (a list: every build starts now)
 
 
 def _at(table: array) -> int:

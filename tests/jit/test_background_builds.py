@@ -290,3 +290,38 @@ def test_a_symbolic_plans_kernels_share_one_library_with_each_distinct_kernel_on
     symbols = {k._compiled._symbol for k in kernels}
     assert len(symbols) == len(kernels) - 1, f"the repeated group was not compiled once: {symbols}"
     assert all(f"kiln_kernel_{i}(" in libraries[0] for i in range(len(symbols)))
+
+
+def test_an_optimizer_steps_in_numpy_while_its_kernel_builds_with_the_same_bits(held_builds, monkeypatch):
+    """The eager optimizer's native kernel (kiln/optim/native_kernel.py) builds in the background too: the
+    steps before it is ready take the NumPy path, which gives the kernel's bits."""
+    from kiln.optim import native_kernel
+
+    monkeypatch.setattr(native_kernel, "_kernels", {})  # as in a new process: no kernel loaded yet
+    monkeypatch.setattr(native_kernel, "_building", {})
+    monkeypatch.setattr(toolchain, "_loaded", {})
+    kiln.manual_seed(5)
+    model = nn.Sequential(nn.Linear(7, 9), nn.ReLU(), nn.Linear(9, 3))
+    twin = nn.Sequential(nn.Linear(7, 9), nn.ReLU(), nn.Linear(9, 3))
+    twin.load_state_dict(model.state_dict())
+    options = dict(lr=0.05, momentum=0.8125, dampening=0.0625, weight_decay=0.015625)
+    opt = kiln.optim.SGD(model.parameters(), **options)
+    numpy_opt = kiln.optim.SGD(twin.parameters(), fused=False, **options)
+    rule = opt._native_rule
+
+    def steps(count):
+        for _ in range(count):
+            x = kiln.randn(5, 7)
+            _step(model, model, opt, x)
+            _step(twin, twin, numpy_opt, x)
+            _assert_same_parameters(model, twin, "after a step")
+            for p, q in zip(model.parameters(), twin.parameters()):
+                assert np.array_equal(opt.state[p]["momentum_buffer"].numpy(),
+                                      numpy_opt.state[q]["momentum_buffer"].numpy())
+
+    steps(2)  # the kernel is held: both steps ran in NumPy
+    assert not any(key[0] is rule for key in native_kernel._kernels), "the kernel was loaded while held"
+    held_builds.set()
+    assert kiln.jit.wait_for_builds(60)
+    steps(2)
+    assert any(key[0] is rule for key in native_kernel._kernels), "the kernel never took over"

@@ -93,6 +93,31 @@ def test_a_forked_child_goes_back_to_openblas_threads(cache_dir):
     assert result["shared"] and result["child_status"] == 0
 
 
+DECIDE_LATER = r"""
+import json
+import kiln
+from kiln.jit.backends.cpu import blas_team
+expected = blas_team.share(wait=False)  # the callback library is not built yet: it builds in the background
+started = "deciding in the background" in blas_team._state and "shared" not in blas_team._state
+assert kiln.jit.wait_for_builds(120)
+print(json.dumps({"expected": expected, "started": started, "shared": blas_team.shared(),
+                  "calls": blas_team.calls()}))
+"""
+
+
+def test_a_plan_rendered_in_the_background_does_not_wait_for_the_team_decision(tmp_path):
+    """`share(wait=False)` (a plan rendered while its code builds in the background) starts building the
+    callback library in a worker thread and answers with the expected decision, which then holds."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    environ.update(KILN_CACHE_DIR=str(tmp_path), OPENBLAS_NUM_THREADS="2")  # (an empty cache)
+    run = subprocess.run([sys.executable, "-c", DECIDE_LATER], env=environ, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["started"], "the decision was made on the calling thread, waiting for the compiler"
+    assert result["expected"] is True and result["shared"] is True
+
+
 def test_nothing_is_shared_before_a_team_library_loads_or_when_switched_off(monkeypatch):
     monkeypatch.setattr(blas_team, "_state", {})
     monkeypatch.setenv(blas_team.ENV, "0")

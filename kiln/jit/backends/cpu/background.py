@@ -157,7 +157,7 @@ class Library:
             try:
                 self._lib = self._build.result()
             except toolchain.CompilerUnavailable as exc:
-                _warn_failed(exc)
+                warn_failed(exc)
                 return None
         return self._lib
 
@@ -197,9 +197,10 @@ class KernelBuild:
 _warned_failed = False
 
 
-def _warn_failed(exc: Exception) -> None:
+def warn_failed(exc: Exception) -> None:
+    """Warn, once per process, that a build in the background failed (its code then runs through NumPy)."""
     global _warned_failed
     if not _warned_failed:
         _warned_failed = True
-        warnings.warn(f"kiln: a kernel's C failed to build in the background ({exc}); the groups whose code "
-                      "failed run through NumPy, with the same results", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"kiln: generated C failed to build in the background ({exc}); what that code would "
+                      "have run goes on through NumPy, with the same results", RuntimeWarning, stacklevel=4)

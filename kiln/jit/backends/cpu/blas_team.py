@@ -31,7 +31,7 @@ import os
 import threading
 
 from ..render.openmp import BLAS_TEAM_SOURCE, BLAS_TEAM_SYMBOL
-from . import toolchain
+from . import background, toolchain
 from .blas import SHARED_TEAM_ENV, can_share_team, threads_callback_setter
 
 _log = logging.getLogger("kiln.jit")
@@ -73,11 +73,20 @@ def _decide() -> bool:
     return True
 
 
-def share() -> bool:
+def share(wait: bool = True) -> bool:
     """Run NumPy's OpenBLAS threads on kiln's team from now on, if this process can (module docstring); whether
-    it does. Decided once per process (a forked child goes back to OpenBLAS's own threads)."""
+    it does. Decided once per process (a forked child goes back to OpenBLAS's own threads).
+
+    `wait=False` (a plan rendered while its code builds in the background): where deciding would wait for
+    the compiler to build the callback library, that build goes to a worker thread (background.py) and this
+    returns whether the process is expected to share (it can, and kernels run on teams). The answer only
+    chooses whether a plan's kernels run serially, for speed; results are the same either way."""
     if "shared" in _state:
         return bool(_state["shared"])
+    if not wait and ("deciding in the background" in _state or not _library_at_hand()):
+        if "deciding in the background" not in _state:
+            _state["deciding in the background"] = background.submit(share)
+        return _expected()
     with _lock:  # another thread (the backward lowered beside the forward) waits for the decision
         if "shared" in _state:
             return bool(_state["shared"])
@@ -90,6 +99,24 @@ def share() -> bool:
             del _state["deciding"]
         _state["shared"] = decided
         return decided
+
+
+def _library_at_hand() -> bool:
+    """Whether the callback library is loaded or in the kernel cache (deciding then waits for no compiler)."""
+    try:
+        return toolchain.cached(BLAS_TEAM_SOURCE, BLAS_TEAM_SYMBOL) is not None
+    except toolchain.CompilerUnavailable:
+        return True  # (deciding fails at once)
+
+
+def _expected() -> bool:
+    """What `share` will decide where its callback library builds: whether this process can share at all."""
+    if "shared" in _state:
+        return bool(_state["shared"])
+    try:
+        return can_share_team() and bool(toolchain.openmp_flags(toolchain.compiler_command()))
+    except toolchain.CompilerUnavailable:
+        return False
 
 
 def shared() -> bool:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...ir import Node, Value
-from . import blas_team
+from . import background, blas_team
 from .codegen import render_function
 from .lower import lower_channel_sum, lower_fill, lower_indexed, lower_leading_sum, lower_window
 from .parallel import team_min_for
@@ -380,7 +380,9 @@ def render_plan(a: Analysis, layout: ObjectLayout, blas_int: str | None, max_par
     # plan's kernels run serially, unless OpenBLAS runs its threads on kiln's team (blas_team.py, where
     # nothing spins). A plan whose GEMMs are all too small for OpenBLAS to share (a classifier head) keeps
     # its teams.
-    spinning_blas = threaded_blas and blas_threads() > 1 and not blas_team.share()
+    # (while code builds in the background, share() answers what it expects to decide rather than wait)
+    spinning_blas = threaded_blas and blas_threads() > 1 and not blas_team.share(
+        wait=not background.background_builds())
     irs = [seg.segment() for seg in segments]
     codes = [render_segment(ir) for ir in irs]
     texts = {**rows_fns, **elem_fns, **consts}
