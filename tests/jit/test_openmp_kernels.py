@@ -330,7 +330,7 @@ def test_a_plan_with_gemms_on_a_threaded_blas_keeps_its_kernels_serial(team, mon
     w = kiln.tensor(_data((512, 512), "float32", 6))
     for threads, shared, gemm_plan_serial in ((2, False, True), (2, True, False), (1, False, False)):
         monkeypatch.setattr(segcode, "blas_threads", lambda n=threads: n)
-        monkeypatch.setattr(segcode.blas_team, "share", lambda shared=shared: shared)
+        monkeypatch.setattr(segcode.blas_team, "share", lambda wait=True, shared=shared: shared)
         with_gemm = kiln.compile(lambda x, w: ((x @ w) * 1.5).relu() - x, backend="cpu")
         without = kiln.compile(lambda x: (x * 1.5).relu() - x, backend="cpu")
         for fn, args in ((with_gemm, (x, w)), (without, (x,))):
@@ -352,7 +352,7 @@ def test_a_plan_whose_gemms_are_too_small_to_thread_keeps_its_teams(team, monkey
 
     monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
     monkeypatch.setattr(segcode, "blas_threads", lambda: 2)
-    monkeypatch.setattr(segcode.blas_team, "share", lambda: False)
+    monkeypatch.setattr(segcode.blas_team, "share", lambda wait=True: False)
     x = kiln.tensor(_data((32, 512), "float32", 7))
     w = kiln.tensor(_data((512, 10), "float32", 8))
     big = kiln.tensor(_data((1024, 512), "float32", 9))
