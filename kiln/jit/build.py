@@ -13,6 +13,7 @@ from typing import Any, Callable
 from .. import autograd
 from ..tensor import DataEpoch, Tensor
 from .autodiff import differentiate
+from .backends.cpu.background import background_builds
 from .rematerialize import recompute_residuals
 from .executor import InferenceEntry, OutputLayout, TrainingEntry
 from .output_alias import Source, find_aliases, source_of_spec
@@ -62,8 +63,9 @@ def build_entry(traced: Trace, *, passes: list, lower: Callable, backend: str) -
         forward.observed_strides = traced_strides(forward, traced.tracer.strides)
         backward.observed_strides = {**diff.backward_strides, **observed_strides(backward, diff.backward_real)}
         on_cpu = backend == "cpu" and all(getattr(v.device, "type", "cpu") == "cpu" for v in forward.inputs)
+        waits_for_compiler = on_cpu and not background_builds()  # (else the compiler runs in a worker thread)
         try:
-            forward_plan, backward_plan = _lower_both(lower, forward, backward, concurrently=on_cpu)
+            forward_plan, backward_plan = _lower_both(lower, forward, backward, concurrently=waits_for_compiler)
         finally:
             forward.observed_strides = backward.observed_strides = None
         entry: Any = TrainingEntry(forward, forward_plan, backward, backward_plan, diff.n_outputs,

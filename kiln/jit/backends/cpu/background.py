@@ -8,6 +8,13 @@ interpreter does. Those give eager's bits, as the generated code does, so the mo
 native code takes over changes no result. A library that this process has already loaded,
 or that the disk cache holds, is loaded at once instead.
 
+What builds this way: native plans (runtime.py, through `submit`), the fused kernels of a
+Python replay (`Library` and `KernelBuild`, one library per replay: kernel_library.py), an
+eager optimizer's kernel (kiln/optim/native_kernel.py) and the OpenBLAS team callback
+(blas_team.py). Each compiler runs at the lowest CPU priority (toolchain.build's
+`low_priority`), one fewer at a time than the process has CPUs (`workers`). A `Build`
+survives fork: a child process starts it again when it needs it.
+
 Turn them off with ``$KILN_BACKGROUND_BUILDS=0`` or `set_background_builds(False)`: every
 plan then builds its code before its first replay, on the calling thread. The test suite does
 that, so that replays run the generated code they check. `wait_for_builds()` blocks until
@@ -123,6 +130,7 @@ def wait_for_builds(timeout: float | None = None) -> bool:
         pending = list(_pending)
     _, not_done = wait([build._current() for build in pending], timeout=timeout)
     return not not_done
+
 
 class Library:
     """A library of generated C, loaded from the cache, built on the calling thread when first needed, or

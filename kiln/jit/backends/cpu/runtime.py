@@ -27,12 +27,13 @@ Memory: plan outputs never share memory with the arena, so a later call cannot
 overwrite a result a caller holds; each thread has its own arena, so threads may call
 one plan at once.
 
-Code is generated when the plan is made, except for plans of a structure this process
-has already made EAGER_PLANS of (a function fed a new shape on every call): those run
-their first call in Python and generate code at their second (`plan_for`). The C is
-rendered then; the compiler runs in a worker thread (background.py, unless turned off or
-the kernel cache holds the libraries), and the calls before it finishes run in Python as a
-lazy plan's first call does, with the same bits.
+Code is generated at a plan's first replay (the trace's own call needs none), or when the
+plan is made where background builds are off (background.py). Plans of a structure this
+process has already made EAGER_PLANS of (a function fed a new shape on every call) run their
+first call in Python and generate code at their second (`plan_for`). The compiler then runs
+in a worker thread, unless background builds are off or the kernel cache holds the
+libraries, and the calls before it finishes run in Python as a lazy plan's first call does,
+with the same bits.
 """
 from __future__ import annotations
 

@@ -237,6 +237,8 @@ def _run(argv: list[str], timeout: float, low_priority: bool = False) -> subproc
     if low_priority and hasattr(os, "setpriority"):
         with contextlib.suppress(OSError):  # (it may have exited already)
             os.setpriority(os.PRIO_PGRP, proc.pid, LOW_PRIORITY)
+            if "start_new_session" in _OWN_GROUP:  # (Python 3.10: a session of its own) lower its share too
+                Path(f"/proc/{proc.pid}/autogroup").write_text(str(LOW_PRIORITY))
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
