@@ -4,8 +4,10 @@ An optimizer describes its per-element update once, as a `NativeRule`: the C sta
 for element ``i`` (reading ``p[i]``, ``g[i]`` and its state arrays), the names of the
 scalars it reads, and the compile-time switches it branches on (``MAXIMIZE``,
 ``AMSGRAD``...). `NativeRule.kernel` renders one C function per rule, switch values and
-dtype, builds it with kiln's toolchain (compiled once, cached on disk) and returns it. The
-function loops over a table of parameters, so a step makes one native call per dtype:
+dtype, builds it with kiln's toolchain (compiled once, cached on disk) and returns it; where
+kiln builds in the background, `NativeRule.ready` starts that build in a worker thread and the
+eager step takes its NumPy path until it is done. The function loops over a table of
+parameters, so a step makes one native call per dtype:
 
     void kiln_optimizer_step(long long count, const long long *sizes, void *const *arrays,
                              const double *group_scalars, const double *param_scalars,

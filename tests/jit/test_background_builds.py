@@ -18,20 +18,15 @@ import pytest
 
 import kiln
 import kiln.nn as nn
-from kiln.jit.backends import cpu
-from kiln.jit.backends.cpu import (background, codegen, cpython_layout, elementwise_groups, rowcode, runtime,
-                                   toolchain)
+from kiln.jit.backends.cpu import background, codegen, elementwise_groups, rowcode, runtime, toolchain
+from native_helpers import native_cache, needs_native  # noqa: F401 - native_cache: an autouse fixture
 
-pytestmark = pytest.mark.skipif(not cpu.available() or cpython_layout.object_layout() is None,
-                                reason="no C compiler, or generated code cannot read Python objects here")
+pytestmark = needs_native
 
 
 @pytest.fixture(autouse=True)
-def in_background(monkeypatch, tmp_path):
-    """Background builds on, an empty kernel cache, and every plan made eagerly."""
-    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cpu, "NATIVE_RUNTIME", True)
-    runtime._made.clear()
+def in_background():
+    """Background builds on (beside native_cache's empty kernel cache, and every plan made eagerly)."""
     previous = kiln.jit.set_background_builds(True)
     yield
     kiln.jit.set_background_builds(previous)

@@ -10,11 +10,11 @@ per-thread arena. The other nodes run their NumPy kernels between those calls.
 
 Symbolic (dynamic_dims) shapes, and graphs with no native node, get the Python replay
 (`python_plan`): the interpreter's Plan with large groups compiled into one library
-(kernel_library.py). It is also the reference a native plan falls back to. Without a working compiler (none,
-failing, silent, misconfigured or hanging) the backend warns once and lowers exactly
-like `interpret`. Everything compiled is cached on disk (toolchain.py). The compiler runs in
-worker threads while calls go on in Python with the same bits (background.py), unless that is
-turned off.
+(kernel_library.py). It is also the reference a native plan falls back to. Without a working
+compiler (none, failing, silent, misconfigured or hanging) the backend warns once and lowers
+exactly like `interpret`. Everything compiled is cached on disk (toolchain.py). The compiler
+runs in worker threads while calls go on in Python with the same bits (background.py), unless
+that is turned off.
 """
 from __future__ import annotations
 
@@ -72,9 +72,9 @@ def lower(graph: Graph) -> Plan | NativePlan:
 
 
 def python_plan(graph: Graph) -> Plan:
-    """The Python replay of `graph` with its large groups fused into C kernels, built now or in the
-    background (background.py: until a kernel is ready, its group runs through NumPy) (the
-    reference a native plan falls back to, and the plan for symbolic shapes)."""
+    """The Python replay of `graph` with its large groups fused into C kernels of one library: the
+    reference a native plan falls back to, and the plan for symbolic shapes. The library builds
+    now, or in the background (background.py), when each group runs through NumPy until it is ready."""
     try:
         fused = fuse_symbolic(graph) if any(is_symbolic(tuple(v.shape)) for v in _values(graph)) else fuse(graph)
         kernels = [node.prim for node in fused.nodes if isinstance(node.prim, (FusedElementwise, RowKernel))]
