@@ -5,7 +5,8 @@ addresses of its data, gradient and state arrays and its per-parameter scalars, 
 the optimizer's `NativeRule` kernel once per dtype. Parameters it cannot hand to C (not a
 C-contiguous float32/float64 NumPy array, a gradient of another dtype or shape, state
 arrays laid out differently, a gradient overlapping the parameter) are returned, and the
-optimizer updates them with its NumPy path; both paths give the same bits.
+optimizer updates them with its NumPy path; both paths give the same bits. So are the
+parameters of a dtype whose kernel is still compiling in the background (`NativeRule.ready`).
 
 An optimizer opts in by defining, next to its `_update_group`:
 
@@ -97,9 +98,8 @@ def native_update_group(opt: Optimizer, group: dict[str, Any]) -> list[Tensor] |
         return None
     switches, group_scalars = spec
     rule = opt._native_rule
-    if not _kernels_ready(rule, switches, group):
-        return None  # the whole group in NumPy this step, before any state is made: the kernel is building
     batches: dict[np.dtype, _Batch] = {}
+    building: set[np.dtype] = set()  # dtypes whose kernel is still compiling (background builds)
     rest: list[Tensor] = []
     for p in dict.__getitem__(group, "params"):
         g = p.grad
@@ -112,6 +112,10 @@ def native_update_group(opt: Optimizer, group: dict[str, Any]) -> list[Tensor] |
         dtype = data.dtype
         batch = batches.get(dtype)
         if batch is None:
+            if dtype in building or not _kernel_ready(rule, switches, dtype):
+                building.add(dtype)
+                rest.append(p)  # NumPy this step, before its state is made here: the same bits
+                continue
             batch = batches[dtype] = _Batch()
         if not grad.flags.c_contiguous:
             grad = np.ascontiguousarray(grad)
@@ -147,16 +151,12 @@ def native_update_group(opt: Optimizer, group: dict[str, Any]) -> list[Tensor] |
     return rest
 
 
-def _kernels_ready(rule: Any, switches: tuple, group: dict[str, Any]) -> bool:
-    """Whether the kernels for the dtypes of `group`'s parameters are loaded, where background builds are on
-    (NativeRule.ready starts their builds); always, where builds happen on the calling thread."""
+def _kernel_ready(rule: Any, switches: tuple, dtype: np.dtype) -> bool:
+    """Whether the kernel for `dtype` can run now: always where builds happen on the calling thread, else
+    once NativeRule.ready (which starts its build in the background) says so."""
     from ..jit.backends.cpu import background  # noqa: PLC0415 - kiln.jit imports kiln.optim
 
-    if not background.background_builds():
-        return True
-    dtypes = {p._data.dtype for p in dict.__getitem__(group, "params")
-              if p.grad is not None and type(p._data) is np.ndarray and p._data.dtype in C_TYPES}
-    return all([rule.ready(switches, dtype) for dtype in dtypes])  # (a list: every build starts now)
+    return not background.background_builds() or rule.ready(switches, dtype)
 
 
 def _at(table: array) -> int:
