@@ -6,14 +6,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .sizes import is_symbolic_number
+
 
 def c_strides(shape: tuple) -> tuple:
-    """C-order strides in elements, as NumPy gives a fresh array (size-1 dims included)."""
+    """C-order strides in elements, as NumPy gives a fresh array (size-1 dims included). A symbolic size (a
+    plan for every size) multiplies as it is: where it is 0 there is no element to stride over."""
     strides = []
     step = 1
     for d in reversed(shape):
         strides.append(step)
-        step *= max(int(d), 1)
+        step *= d if is_symbolic_number(d) else max(int(d), 1)
     return tuple(reversed(strides))
 
 

@@ -143,6 +143,12 @@ def log_kernels(graph: Any) -> None:
             _log(f"kernel IR:\n{node.prim.kernel_ir.text()}")
 
 
+def log_lowering(message: str) -> None:
+    """A lowering decision (topic `kernels`): why a plan for every size of its dynamic dims stays in Python."""
+    if enabled("kernels"):
+        _log(message)
+
+
 def log_passes(name: str, log: Any, backward_log: Any = None) -> None:
     """Each pass of a compile: name, nodes before -> after, milliseconds (forward, then backward);
     with the `graphs` topic, the graph text before the first pass and after each pass that changed it."""

@@ -201,7 +201,8 @@ def _compare(op: str) -> Callable:
         # time, and a guard on each would retrace whenever B happened to equal one of them. Equal
         # sizes, every ordering, and every comparison in the user's code (``if n == 4: raise``)
         # are guarded.
-        if str(self.expr) != str(other_expr) and (not (equality and a != b) or not converted_by_kiln(2)):
+        if str(self.expr) != str(other_expr) and (not (equality and a != b) or lowering_for_every_size()
+                                                  or not converted_by_kiln(2)):
             _record_guard(Expr(op, self.expr, other_expr), result)
         return result
 
@@ -212,6 +213,12 @@ def _truth(self: Any) -> bool:
     result = _plain(self) != 0
     _record_guard(Expr("!=", self.expr, 0), result)
     return result
+
+
+def lowering_for_every_size() -> bool:
+    """Whether a native plan is being lowered from symbolic sizes for every size (cpu/size_guards.py): then
+    every comparison is guarded, kiln's own of unequal sizes too, and every conversion raises."""
+    return getattr(trace_state.tracer, "guards_every_comparison", False)
 
 
 def _record_guard(expr: Expr, result: bool) -> None:
@@ -322,7 +329,8 @@ def _specialize(values: tuple, how: str) -> None:
     hook = getattr(trace_state.tracer, "specialize", None)
     if hook is None:
         return
-    site = conversion_site(2)  # the code that called the dunder that called us
+    # (while a native plan is lowered, every conversion counts: the hook raises, see cpu/size_guards.py)
+    site = conversion_site(2) if not lowering_for_every_size() else ("<lowering>", 0, "")
     if site is None:
         return
     why = how.format(*[dim_text(v) for v in values])
@@ -345,6 +353,8 @@ def _text(how: str, convert: Callable[..., str]) -> Callable:
     plan is specialized; kiln's own messages and graph dumps, and any code outside a trace
     (inspecting a graph's shapes), get the expression ("B") and change nothing."""
     def method(self: Any, *args: Any) -> str:
+        if lowering_for_every_size():  # (lowering: a size written as text would be the traced one)
+            _specialize((self,), how)
         if getattr(trace_state.tracer, "specialize", None) is None or converted_by_kiln():
             return str(self.expr) if not args or not args[0] else convert(_plain(self), *args)
         _specialize((self,), how)

@@ -9,6 +9,7 @@ views this way without running them (kiln/jit/backends/cpu/views.py).
 from __future__ import annotations
 
 from ..shaped import c_strides
+from ..sizes import is_symbolic_number
 
 Strided = tuple[tuple, tuple, int]  # (shape, element strides, element offset)
 
@@ -22,7 +23,7 @@ def reshaped(shape_in: tuple, strides_in: tuple, offset: int, shape: tuple) -> S
     """A contiguous input reshapes to C strides. A strided one (a column slice, say) reshapes
     without a copy when every run of old dims merged into, or split among, new dims is itself
     contiguous in memory, as NumPy's reshape finds; otherwise NumPy copies and this is no view."""
-    shape = tuple(int(d) for d in shape)
+    shape = tuple(d if is_symbolic_number(d) else int(d) for d in shape)  # (a size of the call stays one)
     if compact(shape_in, strides_in):
         return shape, c_strides(shape), offset
     if 0 in shape:

@@ -18,6 +18,7 @@ import pytest
 
 import kiln
 import kiln.nn as nn
+import kiln.jit.backends.cpu as cpu_backend
 from kiln.jit.backends.cpu import background, codegen, elementwise_groups, rowcode, runtime, toolchain
 from native_helpers import native_cache, needs_native  # noqa: F401 - native_cache: an autouse fixture
 
@@ -139,11 +140,35 @@ def test_a_process_forked_during_a_build_builds_again_instead_of_waiting_forever
         assert np.array_equal(compiled(a, b).numpy(), f(a, b).numpy()) and plan.variants[0].run is not None
 
 
-def test_a_symbolic_plan_evaluates_its_groups_until_their_kernels_are_built(held_builds):
-    def f(x):  # (no transcendental: generated code equals NumPy bit for bit)
-        y = (x * 2.0 + 1.0).relu()
-        return y / (y.sum(-1, keepdim=True) + 1.0)
+def _rows_over_a_sum(x):  # (no transcendental: generated code equals NumPy bit for bit)
+    y = (x * 2.0 + 1.0).relu()
+    return y / (y.sum(-1, keepdim=True) + 1.0)
 
+
+def test_a_plan_for_every_size_runs_in_python_until_its_code_is_built(held_builds):
+    """A native plan with symbolic sizes renders its code when it is made, builds it in the background, and runs
+    its calls through NumPy meanwhile, at every size."""
+    compiled = kiln.compile(_rows_over_a_sum, dynamic_dims={0: {0: "B"}})
+    with kiln.no_grad():
+        for rows in (3, 5, 9):  # the trace, then replays while the build is held
+            x = kiln.randn(rows, 3000)
+            assert np.array_equal(compiled(x).numpy(), _rows_over_a_sum(x).numpy()), rows
+        plan = compiled.cache_entries[0].plan
+        assert isinstance(plan, runtime.NativePlan) and plan.size_guards is not None
+        assert plan.building_calls == 2 and plan.variants[0].run is None
+        held_builds.set()
+        assert kiln.jit.wait_for_builds(60)
+        for rows in (4, 11):
+            x = kiln.randn(rows, 3000)
+            assert np.array_equal(compiled(x).numpy(), _rows_over_a_sum(x).numpy()), rows
+        assert plan.building_calls == 2 and plan.fallback_calls == 0 and plan.variants[0].run is not None
+
+
+def test_a_symbolic_python_replay_evaluates_its_groups_until_their_kernels_are_built(held_builds, monkeypatch):
+    """The Python replay of a symbolic plan (the reference of a native one) builds its fused kernels in the
+    background too."""
+    monkeypatch.setattr(cpu_backend, "NATIVE_RUNTIME", False)
+    f = _rows_over_a_sum
     compiled = kiln.compile(f, dynamic_dims={0: {0: "B"}})
     with kiln.no_grad():
         for rows in (3, 5, 9):  # the trace, then replays while every kernel is held
@@ -191,6 +216,7 @@ def test_a_symbolic_kernel_whose_build_fails_warns_once_and_evaluates(monkeypatc
         raise toolchain.CompilerUnavailable("the compiler went away")
 
     monkeypatch.setattr(toolchain, "build", broken)
+    monkeypatch.setattr(cpu_backend, "NATIVE_RUNTIME", False)  # (the Python replay's kernels)
     monkeypatch.setattr(background, "_warned_failed", False)
     f = lambda x: (x * 2.0).exp() + 1.0  # noqa: E731
     compiled = kiln.compile(f, dynamic_dims={0: {0: "B"}})
@@ -259,6 +285,7 @@ def test_the_switches_check_their_arguments():
 def test_a_symbolic_plans_kernels_share_one_library_with_each_distinct_kernel_once(monkeypatch):
     """A Python replay's kernels build as one library (cpu/kernel_library.py): one compiler run, and a
     group that appears twice (each layer of a model) compiles once."""
+    monkeypatch.setattr(cpu_backend, "NATIVE_RUNTIME", False)
     kiln.jit.set_background_builds(False)
     built = []
     real_build = toolchain.build

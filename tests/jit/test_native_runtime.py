@@ -399,12 +399,16 @@ def test_a_numpy_step_with_a_column_major_result_still_lets_the_variant_run():
     assert plan.observed_calls == observed <= 2  # it stopped missing: the native code runs now
 
 
-def test_dynamic_dims_keep_the_python_replay():
+def test_dynamic_dims_get_one_native_plan_for_every_size():
+    """A product whose rows and columns are both the dynamic dim (B x B) runs as native code at every size."""
     compiled = kiln.compile(lambda x: (x * 2.0).relu() @ x.T, backend="cpu", dynamic_dims={0: {0: "B"}})
-    for batch in (2, 3):
+    for batch in (2, 3, 17, 40, 5):
         x = kiln.randn(batch, 4)
-        assert_bitwise(compiled(x).numpy(), ((x * 2.0).relu() @ x.T).numpy(), "dynamic dims")
-    assert not isinstance(compiled.cache_entries[0].plan, runtime.NativePlan)
+        assert_bitwise(compiled(x).numpy(), ((x * 2.0).relu() @ x.T).numpy(), f"dynamic dims, batch {batch}")
+    (entry,) = compiled.cache_entries
+    plan = entry.plan
+    assert isinstance(plan, runtime.NativePlan) and plan.analysis.dims == ("B",)
+    assert plan.fallback_calls == 0 and plan.segments == 1
 
 
 def test_constants_keep_their_bits():

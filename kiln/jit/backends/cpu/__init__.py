@@ -29,7 +29,7 @@ from .codegen import FusedElementwise
 from .fuse_graph import fuse, fuse_elementwise, fuse_rows
 from .kernel_library import share_library
 from .rowcode import RowKernel
-from .runtime import NativePlan, plan_for
+from .runtime import NativePlan, plan_for, symbolic_plan_for
 from .symbolic_fusion import fuse_symbolic
 from .toolchain import CompilerUnavailable
 from ...symbolic import is_symbolic
@@ -57,9 +57,10 @@ def available() -> bool:
 def lower(graph: Graph) -> Plan | NativePlan:
     """graph -> a native plan (runtime.py) where any node runs natively, else the Python replay with
     fused kernels (`python_plan`); without a compiler, the interpreter (one warning per process)."""
-    if NATIVE_RUNTIME and not any(is_symbolic(tuple(v.shape)) for v in _values(graph)):
+    if NATIVE_RUNTIME:
+        symbolic = any(is_symbolic(tuple(v.shape)) for v in _values(graph))
         try:
-            plan = plan_for(graph, lambda: python_plan(graph))
+            plan = (symbolic_plan_for if symbolic else plan_for)(graph, lambda: python_plan(graph))
         except CompilerUnavailable as exc:
             _warn(exc)
             return _interpreted(graph)

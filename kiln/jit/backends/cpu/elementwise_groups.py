@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from ...ir import Graph, Node, Value
-from ...symbolic import is_symbolic
+from ...symbolic import is_symbolic, lowering_for_every_size
 from .layouts import eager_layouts
 
 DTYPES = {"float32", "float64", "bool"}
@@ -46,7 +46,9 @@ def _fusible(node: Node) -> bool:
         return False
     if node.params and is_symbolic(node.params):  # a group falls back to its nodes' NumPy kernels
         return False
-    return all(isinstance(d, int) and not hasattr(d, "expr") for d in node.out.shape)
+    # (symbolic sizes only where the code is lowered for every size: elsewhere a group's kernel is built for the
+    # sizes of its shapes)
+    return all(isinstance(d, int) or lowering_for_every_size() for d in node.out.shape)
 
 
 def index_form(shape: tuple, out_shape: tuple, split: int) -> str | None:

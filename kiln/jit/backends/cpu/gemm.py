@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import math
 
-from ....ops.linalg import rows_flatten, transposed_product
+from ....ops.linalg import TRANSPOSED_MAX_ROWS, TRANSPOSED_MIN_ROWS, rows_flatten, transposed_product
+from ....sizes import is_symbolic_number
 from ..render.segment_ir import MatrixProduct, Pointer
 
 
@@ -93,11 +94,14 @@ def matrix_product(dtype: str, out: Pointer, a: Pointer, b: Pointer, out_shape: 
     flattened = len(b_shape) == 2 and rows_flatten(a_shape, a_strides)
     if flattened:  # one product over every batch's rows
         dm, loops = math.prod(a_shape[:-1]), []
-    mode = "product"
-    if math.prod(out_shape) and (flattened or len(a_shape) == len(b_shape) == 2) and transposed_product(
-            (dm, dn), a_strides[-2:], (dn, dp), b_strides[-2:], dtype):
+    mode, rows = "product", None
+    single = math.prod(out_shape) and (flattened or len(a_shape) == len(b_shape) == 2)
+    if single and is_symbolic_number(dm):  # (a plan for every size: the row count's range is tested per call)
+        if transposed_product((TRANSPOSED_MIN_ROWS, dn), a_strides[-2:], (dn, dp), b_strides[-2:], dtype):
+            rows = (TRANSPOSED_MIN_ROWS, TRANSPOSED_MAX_ROWS)
+    elif single and transposed_product((dm, dn), a_strides[-2:], (dn, dp), b_strides[-2:], dtype):
         mode = "transposed"  # as Matmul.kernel: (b^T @ a^T)^T for few rows
     elif math.prod(out_shape) == 0:
         mode = "empty"
     return MatrixProduct(dtype, out, a, b, dm, dn, dp, tuple(a_strides[-2:]), tuple(b_strides[-2:]),
-                         tuple(tuple(lp) for lp in loops), mode)
+                         tuple(tuple(lp) for lp in loops), mode, rows)

@@ -22,6 +22,7 @@ from ... import debug
 from ....ops.primitive import REGISTRY
 from ...ir import Node, Value
 from ..render.cstyle import index_expr
+from ....sizes import is_symbolic_number
 from ..render.kernel_ir import INDEX_DTYPE, CheckIndex, Compute, Kernel, Load, Loop, Param, Reduce, Statement, Store
 from .elementwise_groups import Group
 from .elementwise_groups import describe as describe_elementwise
@@ -33,7 +34,9 @@ FULL = "o * inner + j"  # the index of the element (o, j) of a full-size value
 
 
 def _size(v: Value) -> int:
-    return int(math.prod(v.shape))
+    """Elements of `v` (a SymInt in a plan lowered for every size, see size_guards.py)."""
+    n = math.prod(v.shape)
+    return n if is_symbolic_number(n) else int(n)
 
 
 def lower_elementwise(group: Group, forms: list[str], in_place: int | None = None) -> Kernel:

@@ -44,11 +44,9 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-import numpy as np
-
 from ...ir import Graph, Node, Value
-from ...symbolic import is_symbolic
-from ....ops.reduce import window_reduce
+from ...symbolic import is_symbolic, lowering_for_every_size
+from ....ops.reduce import windowed
 from . import elementwise_groups
 from .layouts import eager_layouts
 
@@ -87,12 +85,14 @@ def reduction_space(node: Node) -> Space | None:
         return None
     x = node.inputs[0]
     shape = tuple(x.shape)
-    if not shape or not _static(shape) or not _static(node.out.shape):
-        return None
-    if x.dtype.name not in FLOATS or node.out.dtype.name != x.dtype.name:
+    if not shape or x.dtype.name not in FLOATS or node.out.dtype.name != x.dtype.name:
         return None
     axes = tuple(node.params.get("axes", ()))
     if not axes or axes != tuple(range(axes[0], len(shape))):
+        return None
+    # (symbolic rows only where code is lowered for every size, see size_guards.py; the reduced axes never: the
+    # order of a row's sum changes with its length)
+    if not _static(shape[axes[0]:]) or not (_static(shape[:axes[0]]) or lowering_for_every_size()):
         return None
     space = Space(shape, axes[0])
     if space.inner < 2 or space.outer < 1:
@@ -103,13 +103,10 @@ def reduction_space(node: Node) -> Space | None:
 def sequential(node: Node) -> bool:
     """Whether the Sum/Max kernel reduces this node's rows left to right (reduce.window_reduce).
 
-    Asked of the real function, on a zero-strided stand-in of the operand's shape, so the
-    generated code follows the kernel's own choice.
+    Asked of the test the kernel asks (`windowed`), so the generated code follows the kernel's own choice;
+    it depends on the whole size (a guard where the rows are symbolic).
     """
-    x = node.inputs[0]
-    ufunc = getattr(np, node.prim.reduction.combine)
-    dummy = np.broadcast_to(np.zeros((), x.dtype.np), tuple(x.shape))
-    return window_reduce(np, ufunc, dummy, tuple(node.params["axes"]), bool(node.params["keepdims"])) is not None
+    return windowed(tuple(node.inputs[0].shape), tuple(node.params["axes"]))
 
 
 def _elementwise(node: Node) -> bool:

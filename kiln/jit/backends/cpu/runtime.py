@@ -46,9 +46,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ... import debug
 from ...ir import Graph, Node, Value
+from ..interpret import Plan
 from . import background, toolchain
-from .arena import Arena, ArenaPool
+from ...symbolic import is_symbolic, resolve
+from ..render.size_text import UnspellableSize, dim_variable, guard_source, py_size
+from .arena import Arena, ArenaPool, GrowingArenaPool
 from .blas import FUNCTIONS, numpy_blas
 from .fuse_graph import fuse
 from .cpython_layout import descr_table, layout_problem, object_layout
@@ -57,6 +61,8 @@ from .segcode import render_plan
 from ..render.c_plan import SETUP
 from ..render.segment_ir import segment_text
 from .schedule import Analysis, analyze
+from .size_guards import SymbolicSizeUsed, needed_guards, recording_sizes, size_names
+from .symbolic_fusion import static_row_seeds
 from .toolchain import CompilerUnavailable
 from .views import Layout
 
@@ -154,7 +160,10 @@ class Variant:
         self._arena_views: dict[int, tuple[int, tuple, np.dtype]] = {}
         self.driver, run = self._generate(self._plan)
         views, nbytes = self._arena_views, self.analysis.arena_bytes
-        self._pool = ArenaPool(lambda: Arena(nbytes, views))
+        if self.analysis.dims:  # (a plan for every size: its arena is sized per call)
+            self._pool: Any = GrowingArenaPool(len(self.analysis.dims))
+        else:
+            self._pool = ArenaPool(lambda: Arena(nbytes, views))
         self._namespace["pool"] = self._pool.get
         self.run = run
 
@@ -167,13 +176,21 @@ class Variant:
     def _generate(self, plan: "NativePlan") -> tuple[str, Any]:
         a = self.analysis
         graph = a.graph
-        ns: dict[str, Any] = {"xp": np, "empty": np.empty, "asarray": np.asarray, "miss": plan._miss}
+        ns: dict[str, Any] = {"xp": np, "empty": np.empty, "asarray": np.asarray, "miss": plan._miss,
+                              "resolve": resolve, "fallback": plan._fallback}
         self._namespace = ns
         names: dict[int, str] = {v.id: f"i{k}" for k, v in enumerate(graph.inputs)}
         lines = ["def run(inputs, dims):"]
         if graph.inputs:
             lines.append("    " + ", ".join(names[v.id] for v in graph.inputs) + ", = inputs")
-        lines += ["    A = pool()", "    V = A.views"]
+        if a.dims:  # a plan for every size: the call's sizes, the guards on them, the arena for them
+            lines += [f"    {dim_variable(name)} = dims[{name!r}]" for name in a.dims]
+            test = guard_source(needed_guards(plan.size_guards, a.dims))
+            lines += [f"    if not ({test}): return fallback(inputs, dims)",
+                      f"    A = pool({py_size(a.arena_bytes)})", "    D = A.dims"]
+            lines += [f"    D[{k}] = {dim_variable(name)}" for k, name in enumerate(a.dims)]
+        else:
+            lines += ["    A = pool()", "    V = A.views"]
         body: list[str] = []
         counter = [0]
 
@@ -181,6 +198,15 @@ class Variant:
             counter[0] += 1
             ns[f"c{counter[0]}"] = value
             return f"c{counter[0]}"
+
+        def params_text(params: dict) -> str:
+            """A node's params as keyword arguments (symbolic ones evaluated for the call's sizes)."""
+            if is_symbolic(params):
+                return f", **resolve({const(params)}, dims)"
+            return "".join(f", {k}={const(p)}" for k, p in params.items())
+
+        def shape_text(shape: tuple) -> str:
+            return "(" + "".join(py_size(d) + ", " for d in shape) + ")"
 
         def materialize(v: Value) -> str:
             """The Python name holding v's array, emitting what computes it (a view, an arena view)."""
@@ -190,8 +216,7 @@ class Variant:
             name = f"v{v.id}"
             if a.kinds[id(node)] == "view":
                 src = materialize(node.inputs[0])
-                params = "".join(f", {k}={const(p)}" for k, p in node.params.items())
-                body.append(f"    {name} = {const(node.prim.kernel)}(xp, {src}{params})")
+                body.append(f"    {name} = {const(node.prim.kernel)}(xp, {src}{params_text(node.params)})")
             else:  # a native result in the arena (fresh ones are named where they are allocated)
                 key = a.root[v.id]
                 buf = a.buffers[key]
@@ -199,8 +224,12 @@ class Variant:
                     names[v.id] = names[key]
                     return names[v.id]
                 assert buf.kind == "arena", (v, buf.kind)
-                self._arena_views[v.id] = (buf.offset, tuple(v.shape), v.dtype.np)
-                body.append(f"    {name} = V[{v.id}]")
+                if a.dims:
+                    body.append(f"    {name} = A.view({py_size(buf.offset)}, {shape_text(v.shape)}, "
+                                f"{const(v.dtype.np)})")
+                else:
+                    self._arena_views[v.id] = (buf.offset, tuple(v.shape), v.dtype.np)
+                    body.append(f"    {name} = V[{v.id}]")
             names[v.id] = name
             return name
 
@@ -210,15 +239,15 @@ class Variant:
             if kind == "python":
                 (node,) = nodes
                 args = [materialize(v) for v in node.inputs]
-                params = [f"{k}={const(p)}" for k, p in node.params.items()]
                 names[node.out.id] = f"v{node.out.id}"
-                body.append(f"    v{node.out.id} = {const(node.prim.kernel)}({', '.join(['xp', *args, *params])})")
+                body.append(f"    v{node.out.id} = {const(node.prim.kernel)}({', '.join(['xp', *args])}"
+                            f"{params_text(node.params)})")
                 continue
             for node in nodes:
                 for v in a.native_outputs.get(id(node), []):
                     if a.root[v.id] == v.id and a.buffers[v.id].kind == "fresh":
                         names[v.id] = f"v{v.id}"
-                        body.append(f"    v{v.id} = empty({tuple(int(d) for d in v.shape)!r}, {const(v.dtype.np)})")
+                        body.append(f"    v{v.id} = empty({shape_text(v.shape)}, {const(v.dtype.np)})")
             # (a 0-d array a state write lands in is passed as it is: a NumPy scalar there fails the check,
             # where asarray would hand the segment a copy to write into)
             args = [names[key] if a.buffers[key].value.shape or key in written else f"asarray({names[key]})"
@@ -345,8 +374,11 @@ class NativePlan:
     backend = "cpu"
 
     def __init__(self, graph: Graph, fused: Graph, analysis: Analysis, reference: Callable[[], Any],
-                 lazy: bool = False):
+                 lazy: bool = False, size_guards: list | None = None):
         self.original = graph
+        # a plan for every size of its dynamic dims (symbolic_plan_for): the comparisons its lowering made on
+        # the sizes, which a call's sizes must answer alike to run its code
+        self.size_guards = size_guards
         self.graph = fused
         self._make_reference = reference
         self._reference: Any = None
@@ -360,7 +392,10 @@ class NativePlan:
         self.variants: list[Variant] = []
         self.building_calls = 0  # calls run by the Observer while the first variant's code was being built
         self.lazy = lazy
-        if lazy:
+        if size_guards is not None:  # (rendered now, while the lowering's comparisons are recorded)
+            self._interpreted = Plan(graph)
+            self._start_variant(analysis)
+        elif lazy:
             self._current = self._first_call
         elif background.background_builds():  # the trace's call needs no code: build from the first replay on
             self._current = self._start_code
@@ -403,6 +438,8 @@ class NativePlan:
                 self._finish_first()
             return self._current(inputs, dims)
         self.building_calls += 1
+        if self.size_guards is not None:  # (its nodes' params may be sizes of the call)
+            return self._interpreted.run(inputs, dims)
         outs, writes, _ = self._observer.run(inputs)
         return outs, writes
 
@@ -475,7 +512,7 @@ class NativePlan:
 
     def run(self, inputs: list, dims: dict[str, int] | None = None) -> tuple[list, list]:
         """Execute on input arrays; returns (output arrays, state-write arrays)."""
-        if dims is not None:
+        if (dims is not None) != (self.size_guards is not None):
             return self._fallback(inputs, dims)
         return self._current(inputs, dims)
 
@@ -488,6 +525,8 @@ class NativePlan:
         and records the layouts of the arrays the segments read; the variant for those layouts
         runs the next calls (made now when there is none and there is room).
         """
+        if self.size_guards is not None:  # (a plan for every size has one variant: its inputs C-contiguous)
+            return self._fallback(inputs, dims)
         if code >= 2:
             for variant in self.variants:
                 if variant.run is self._current and code - 2 < len(variant.row_nodes):
@@ -577,3 +616,26 @@ def plan_for(graph: Graph, reference: Callable[[], Any]) -> NativePlan | None:
     key = _structure(graph)
     _made[key] = _made.get(key, 0) + 1
     return NativePlan(graph, fused, analysis, reference, lazy=_made[key] > EAGER_PLANS)
+
+
+def symbolic_plan_for(graph: Graph, reference: Callable[[], Any]) -> NativePlan | None:
+    """A NativePlan for a graph whose shapes hold symbolic sizes, made once for every size (size_guards.py), or
+    None when no node of it would run natively, or its lowering would need a plain size.
+
+    Its sizes and offsets are expressions of the dims, which its segments read from the arena and its driver
+    from the call; a call whose sizes answer a comparison the lowering made otherwise than the traced sizes
+    did runs the reference plan. Its inputs are read as C-contiguous (a call with others runs the reference).
+    """
+    if native_problem(graph) is not None:
+        return None
+    dims = tuple(size_names([*graph.inputs, *(node.out for node in graph.nodes)]))
+    try:
+        with recording_sizes() as guards:
+            fused = fuse(graph, min_elements=1, min_nodes=1, row_seeds=static_row_seeds(graph))
+            analysis = analyze(fused, dims=dims)
+            if not any(kind == "segment" for kind, _ in analysis.units()):
+                return None
+            return NativePlan(graph, fused, analysis, reference, size_guards=guards)
+    except (SymbolicSizeUsed, UnspellableSize) as exc:
+        debug.log_lowering(f"a plan for every size stays in Python: {exc}")
+        return None

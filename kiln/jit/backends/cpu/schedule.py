@@ -46,9 +46,10 @@ import numpy as np
 from ...ir import Graph, Node, StateWrite, Value
 from ...symbolic import is_symbolic
 from . import elementwise_groups, gemm, rows
-from .arena import Interval, assign_offsets
+from .arena import Interval, assign_offsets, assign_symbolic_offsets, round_up
 from .codegen import FusedElementwise
 from .rowcode import RowKernel, Unpack
+from .size_guards import SymbolicSizeUsed
 from .views import Layout, view_layout
 from .im2col import fold_problem, unfold_problem
 from .windows import is_window
@@ -91,6 +92,8 @@ class Analysis:
     # (graph inputs, NumPy results) that are not C-contiguous
     written: dict[int, int] = field(default_factory=dict)  # state-write value id -> the graph input (value id)
     # whose array a native node writes it into (see the module docstring)
+    dims: tuple[str, ...] = ()  # the symbolic sizes' names, in the order the arena's first bytes hold them (a plan
+    # for every size: its offsets and sizes are SymInts, see size_guards.py)
 
     def held_by_segments(self) -> list[int]:
         """Owning value ids of the arrays Python holds that some segment reads (graph inputs and NumPy
@@ -133,14 +136,16 @@ def _effective_shape(layout: Layout) -> tuple | None:
     return layout.broadcast_source()
 
 
-def analyze(graph: Graph, held_layouts: dict[int, Layout] | None = None) -> Analysis:
+def analyze(graph: Graph, held_layouts: dict[int, Layout] | None = None, dims: tuple[str, ...] = ()) -> Analysis:
     """Classify, schedule and place a fused graph's nodes (see the module docstring).
 
     `held_layouts` gives the strides, by value id, of graph inputs and NumPy results that are
     not C-contiguous (a residual that is a transposed weight, an unfold's sliding-window view);
     everything else Python holds is taken to be C-contiguous. Segments check both on every call.
+    `dims` names the symbolic sizes of a graph lowered for every size (inside
+    size_guards.recording_sizes); without them a node with a symbolic shape stays in Python.
     """
-    a = Analysis(graph)
+    a = Analysis(graph, dims=tuple(dims))
     a.held_layouts = dict(held_layouts or {})
     for i, v in enumerate(graph.inputs):
         kind = "literal" if graph.specs[i].kind == "literal" else "input"
@@ -175,11 +180,14 @@ def _python(a: Analysis, node: Node, why: str) -> None:
 
 
 def _classify(a: Analysis, node: Node) -> None:
-    if not all(_static(v) for v in (*node.inputs, node.out)):
+    if not a.dims and not all(_static(v) for v in (*node.inputs, node.out)):
         return _python(a, node, "symbolic shape")
     if node.prim.view_strides is not None:  # a view kiln follows: its value is its input's memory, restrided
         x = node.inputs[0]
-        layout = view_layout(node, a.layout[x.id]) if x.id in a.layout else None
+        try:
+            layout = view_layout(node, a.layout[x.id]) if x.id in a.layout else None
+        except SymbolicSizeUsed:  # (lowered for every size: this view's strides need a plain size)
+            layout = None
         if layout is None or layout.shape != tuple(node.out.shape):
             return _python(a, node, "")
         a.kinds[id(node)] = "view"
@@ -195,7 +203,11 @@ def _classify(a: Analysis, node: Node) -> None:
         _own(a, node.out, "arena")
         a.aliases[node.out.id] = frozenset([node.out.id])
         return None
-    why = _native_problem(a, node)
+    why = _symbolic_problem(node) if a.dims else None
+    try:
+        why = why or _native_problem(a, node)
+    except SymbolicSizeUsed as exc:  # (lowered for every size: deciding needs a plain size)
+        why = f"symbolic shape: {exc}"
     if why is not None:
         return _python(a, node, why)
     a.kinds[id(node)] = "native"
@@ -263,6 +275,20 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
 
 
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")  # native already, in their own library
+
+
+def _symbolic_problem(node: Node) -> str | None:
+    """Why a node that generated code could run stays in Python in a plan for every size (None when it runs
+    there too): its kind of code has no size-generic form yet, or a shape it reads is not static where it must
+    be."""
+    if is_symbolic(node.params):  # (a fill of 1/B: its code would hold the traced value)
+        return "symbolic params: its code would hold their traced values"
+    if not all(_static(v) for v in (*node.inputs, node.out)):
+        if node.prim.indexed or node.prim.name in ("unfold2d", "fold2d"):
+            return "symbolic shape: no size-generic code for this op yet"
+        if node.prim.reduction is not None and not isinstance(node.prim, RowKernel):  # (its kernel has its sizes)
+            return "symbolic shape: no size-generic code for a sum or window over a symbolic shape yet"
+    return None
 
 
 def indexed_sizes(node: Node) -> tuple[int, int, int]:
@@ -583,7 +609,10 @@ def _place(a: Analysis, candidates: dict[int, int] | None = None) -> None:
                 continue
             nbytes = math.prod(v.shape) * v.dtype.np.itemsize
             intervals.append(Interval(v.id, nbytes, step[id(n)], max(last.get(v.id, step[id(n)]), step[id(n)])))
-    offsets, total = assign_offsets(intervals)
+    if a.dims:  # (a plan for every size: its call's sizes lie in the arena's first bytes)
+        offsets, total = assign_symbolic_offsets(intervals, round_up(8 * len(a.dims)))
+    else:
+        offsets, total = assign_offsets(intervals)
     for key, offset in offsets.items():
         a.buffers[key].offset = offset
     a.scratch_offset = total

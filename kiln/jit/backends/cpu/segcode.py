@@ -29,12 +29,16 @@ the argument checks compare with; the runtime calls it once per loaded library.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...ir import Node, Value
+from ...symbolic import SymInt
+from ....sizes import is_symbolic_number
 from . import background, blas_team
 from .codegen import render_function
 from .lower import lower_channel_sum, lower_fill, lower_indexed, lower_leading_sum, lower_window
@@ -51,6 +55,7 @@ from ..render.c_segments import render_segment
 from ..render.kernel_ir import Kernel
 from ..render.segment_ir import BlockLoop, BlockPointer, Call, CheckArg, Comment, Constant, Pointer, Segment
 from .rowcode import RowKernel, render_rows_function
+from ..render.size_text import c_size
 from .schedule import Analysis, channel_sum, colsum_rows, indexed_sizes, literal_array, needs_sequential
 
 
@@ -100,7 +105,7 @@ class _Segment:
             custom = a.held_layouts.get(key)
             strides = None if custom is None else tuple(int(s) * v.dtype.np.itemsize for s in custom.strides)
             dtype = v.dtype.name
-            statements.append(CheckArg(j, dtype, DESCR_DTYPES.index(dtype), tuple(int(d) for d in v.shape), strides,
+            statements.append(CheckArg(j, dtype, DESCR_DTYPES.index(dtype), tuple(v.shape), strides,
                                        writable=key in written))
         native = [node for node in self.nodes if a.kinds[id(node)] == "native"]
         for run in self._runs(native):
@@ -114,7 +119,8 @@ class _Segment:
             for node in run:
                 body += [Comment(_describe(node)), self._block_call(node)]
             statements.append(BlockLoop(n, BLOCK, tuple(body)))
-        return Segment(self.index, tuple(statements))
+        # (a plan for every size: its sizes are SymInts, spelled as C expressions of the call's sizes)
+        return Segment(self.index, tuple(_spelled(s) for s in statements), a.dims)
 
     # ---- elementwise groups run block by block ----------------------------------------------
     def _runs(self, nodes: list[Node]) -> list[list[Node]]:
@@ -140,7 +146,7 @@ class _Segment:
         first = run[0]
         if not all(_flat(a, n) for n in (first, node)) or _flat_size(first) != _flat_size(node):
             return False
-        if _flat_size(node) < 2 * BLOCK:
+        if is_symbolic_number(_flat_size(node)) or _flat_size(node) < 2 * BLOCK:  # (a size of the call: no guess)
             return False
         group = [*run, node]
         written = {a.root[n.out.id] for n in group}
@@ -212,6 +218,18 @@ class _Segment:
         return Call(fn, 1, cols, operands)
 
 
+def _spelled(x: Any) -> Any:
+    """A segment IR statement (or a part of one) with every size spelled by size_guards.c_size: a plain int
+    stays one, a symbolic size becomes a C expression of the call's sizes."""
+    if isinstance(x, SymInt):
+        return c_size(x)
+    if isinstance(x, tuple):
+        return tuple(_spelled(i) for i in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.replace(x, **{f.name: _spelled(getattr(x, f.name)) for f in dataclasses.fields(x)})
+    return x
+
+
 def _sum_kernel(node: Node) -> Kernel | None:
     """The kernel of a native sum that is not a window (_Segment._colsum): over the leading axes, or over the
     first and last axes of each channel."""
@@ -274,7 +292,10 @@ ran from 64x64x256 on."""
 def blas_may_thread(node: Node) -> bool:
     """Whether a native matmul is large enough for OpenBLAS to run it on several threads."""
     a, b = node.inputs
-    return math.prod(a.shape) * int(b.shape[-1]) >= BLAS_THREADED_WORK
+    work = math.prod(a.shape) * b.shape[-1]
+    if is_symbolic_number(work):  # (a plan for every size: it may, at some size; a guess, not a guard)
+        return True
+    return int(work) >= BLAS_THREADED_WORK
 
 
 _UNNAMED = "kiln_kernel_being_named"  # a kernel's name while its C is compared with the kernels' rendered before

@@ -172,14 +172,19 @@ def blas_prelude(int_type: str, functions: tuple[str, ...]) -> str:
 def render_matrix_product(p: MatrixProduct, pointer: Callable[[Pointer], str], indent: str = "    ") -> list[str]:
     """C lines computing ``p.out = p.a @ p.b`` as NumPy does (`pointer` spells a buffer pointer)."""
     out, a, b = pointer(p.out), pointer(p.a), pointer(p.b)
+    transposed = (f"kiln_matmul_transposed_s({a}, {p.a_strides[-2]}, {b}, {p.b_strides[-1]}, {out}, {p.dp}, "
+                  f"{p.dm}, {p.dn}, {p.dp});")
     if p.mode == "transposed":
-        return [f"{indent}kiln_matmul_transposed_s({a}, {p.a_strides[-2]}, {b}, {p.b_strides[-1]}, {out}, {p.dp}, "
-                f"{p.dm}, {p.dn}, {p.dp});"]
+        return [indent + transposed]
     if p.mode == "empty":
         return [f"{indent}/* empty result: nothing to compute */"]
     S = BLAS_TYPES[p.dtype][1]
     call = (f"kiln_matmul2d_{S}({a}{{ao}}, {p.a_strides[-2]}, {p.a_strides[-1]}, {b}{{bo}}, {p.b_strides[-2]}, "
             f"{p.b_strides[-1]}, {out}{{oo}}, {p.dp}, 1, {p.dm}, {p.dn}, {p.dp});")
+    if p.transposed_rows is not None:  # (the row count is the call's: the choice is made here, as eager makes it)
+        lo, hi = p.transposed_rows
+        return [f"{indent}if ({p.dm} >= {lo} && {p.dm} <= {hi}) {transposed}",
+                f"{indent}else {call.format(ao='', bo='', oo='')}"]
     if not p.loops:
         return [indent + call.format(ao="", bo="", oo="")]
     lines = []

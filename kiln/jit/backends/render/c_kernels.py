@@ -42,8 +42,10 @@ class CKernelRenderer:
         self.kernel = kernel
         self.lang = lang
         sizes = [p.size for p in kernel.params]
-        # the loop space (outer x inner) is the largest buffer's size: known below `team_min`, never a team
-        self.teams = not (sizes and min(sizes) > 0 and max(sizes) < team_min)
+        # the loop space (outer x inner) is the largest buffer's size: known below `team_min`, never a team (a
+        # kernel of a plan for every size, whose sizes are symbolic, may have one: the team starts by size)
+        plain = all(isinstance(n, int) for n in sizes)
+        self.teams = not (plain and sizes and min(sizes) > 0 and max(sizes) < team_min)
         self.kept: dict[str, tuple[str, str]] = {}  # value -> (scratch row holding it, its dtype)
         self.vector_var: str | None = None  # the element index of the vector loop being rendered
 

@@ -7,6 +7,7 @@ by the helpers of c_gemm.py, a convolution's columns by c_im2col.py's loops.
 """
 from __future__ import annotations
 
+from .size_text import dim_variable
 from .c import C
 from .c_gemm import render_matrix_product
 from .c_im2col import render_fold, render_unfold
@@ -55,7 +56,8 @@ def _call(c: Call, indent: str) -> str:
 def _check(c: CheckArg) -> list[str]:
     j = c.index
     dims = ", ".join(str(d) for d in c.dims) or "0"
-    lines = [f"{STEP}static const long long kiln_d{j}[] = {{{dims}}};"]
+    storage = "" if any(isinstance(d, str) for d in c.dims) else "static "  # (sizes of the call: set per call)
+    lines = [f"{STEP}{storage}const long long kiln_d{j}[] = {{{dims}}};"]
     strides = "0"
     if c.strides is not None:
         steps = ", ".join(str(s) for s in c.strides) or "0"
@@ -94,6 +96,8 @@ def _statement(s: object, indent: str = STEP) -> list[str]:
 def render_segment(segment: Segment) -> str:
     """The C function ``kiln_segment_K`` of `segment`."""
     lines = [f"long long kiln_segment_{segment.index}(const void *args, char *arena) {{"]
+    for k, name in enumerate(segment.dims):  # (the call's sizes, which the driver wrote into the arena)
+        lines.append(f"{STEP}const long long {dim_variable(name)} = ((const long long *)arena)[{k}];")
     for s in segment.statements:
         lines += _statement(s)
     lines += [f"{STEP}return 0;", "}", ""]

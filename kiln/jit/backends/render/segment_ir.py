@@ -18,6 +18,9 @@ describes each segment as a `Segment` of the statements below; render/c_segments
   back into one (col2im) (render/c_im2col.py).
 * `Comment`: a line for the reader.
 
+In a plan made for every size of its dynamic dims, sizes and offsets are C expressions of the call's
+sizes (strings), which the segment reads from the arena's first bytes (`Segment.dims`).
+
 Buffers are `Pointer`s: an item of the argument tuple, a byte offset into the arena, or a literal
 constant of the plan, plus an offset in elements. Constants read whole (a fill's value, the zero a
 sum starts from) are `Constant`s.
@@ -107,7 +110,9 @@ class MatrixProduct:
     `a_strides`, `b_strides`: element strides of each operand's two core axes; `loops`: (size, a stride, b
     stride, out stride) per batch dim, outermost first; `mode`: "product" (the helper that follows NumPy's
     choice of BLAS routine), "transposed" (a float32 product of few rows by a transposed matrix, made as
-    the transposed product: kiln.ops.linalg.transposed_product) or "empty" (nothing to compute)."""
+    the transposed product: kiln.ops.linalg.transposed_product) or "empty" (nothing to compute).
+    `transposed_rows` (lo, hi): a "product" whose row count is a size of the call, made as the transposed
+    product when it lies in [lo, hi] (the other conditions of that choice hold for every size)."""
 
     dtype: str
     out: Pointer
@@ -120,6 +125,7 @@ class MatrixProduct:
     b_strides: tuple[int, int]
     loops: tuple[tuple[int, int, int, int], ...] = ()
     mode: str = "product"
+    transposed_rows: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -174,10 +180,15 @@ SegmentStatement = Union[CheckArg, Call, BlockLoop, MatrixProduct, Unfold, Fold,
 
 @dataclass(frozen=True)
 class Segment:
-    """Segment `index` of a plan: its statements, in order (the argument checks first)."""
+    """Segment `index` of a plan: its statements, in order (the argument checks first).
+
+    `dims`: the names of the symbolic sizes of a plan made for every size (cpu/size_guards.py), in the order the
+    arena's first bytes hold them for the call (int64 each); its statements' sizes may then be C expressions of
+    them (strings)."""
 
     index: int
     statements: tuple[SegmentStatement, ...]
+    dims: tuple[str, ...] = ()
 
 
 # ---- text ------------------------------------------------------------------------------------
@@ -224,4 +235,5 @@ def _lines(s: object, indent: str) -> list[str]:
 
 def segment_text(segment: Segment) -> str:
     """`segment` as readable text, one statement per line (a NativePlan's ``segment_ir``)."""
-    return "\n".join([f"segment {segment.index}", *[line for s in segment.statements for line in _lines(s, "  ")]])
+    head = f"segment {segment.index}" + (f" (sizes {', '.join(segment.dims)} from the arena)" if segment.dims else "")
+    return "\n".join([head, *[line for s in segment.statements for line in _lines(s, "  ")]])
