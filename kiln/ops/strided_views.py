@@ -100,6 +100,11 @@ def indexed(shape_in: tuple, strides_in: tuple, offset: int, spec: tuple) -> Str
             if step is not None and step <= 0:
                 return None
             size = shape_in[dim]
+            if start is None and stop is None and step in (None, 1):  # the whole dim (a size of the call too)
+                shape.append(size)
+                strides.append(strides_in[dim])
+                dim += 1
+                continue
             begin, end, step = slice(start, stop, step).indices(size)
             length = len(range(begin, end, step))
             shape.append(length)

@@ -45,6 +45,8 @@ import numpy as np
 
 from ...ir import Graph, Node, StateWrite, Value
 from ...symbolic import is_symbolic
+from ....ops.creation import Full
+from ....ops.linalg import Matmul
 from . import elementwise_groups, gemm, rows
 from .arena import Interval, assign_offsets, assign_symbolic_offsets, round_up
 from .codegen import FusedElementwise
@@ -277,17 +279,17 @@ def _native_problem(a: Analysis, node: Node) -> str | None:
 CONVOLUTIONS = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")  # native already, in their own library
 
 
+SIZE_GENERIC = (FusedElementwise, RowKernel, Matmul, Full)  # kernels whose code takes the call's sizes
+
+
 def _symbolic_problem(node: Node) -> str | None:
     """Why a node that generated code could run stays in Python in a plan for every size (None when it runs
-    there too): its kind of code has no size-generic form yet, or a shape it reads is not static where it must
-    be."""
-    if is_symbolic(node.params):  # (a fill of 1/B: its code would hold the traced value)
+    there too): its params are sizes of the call, or its shapes are and its code is written for its sizes."""
+    params = {k: v for k, v in node.params.items() if not (isinstance(node.prim, Full) and k == "shape")}
+    if is_symbolic(params):  # (a fill of 1/B: its code would hold the traced value; a fill's shape is its out's)
         return "symbolic params: its code would hold their traced values"
-    if not all(_static(v) for v in (*node.inputs, node.out)):
-        if node.prim.indexed or node.prim.name in ("unfold2d", "fold2d"):
-            return "symbolic shape: no size-generic code for this op yet"
-        if node.prim.reduction is not None and not isinstance(node.prim, RowKernel):  # (its kernel has its sizes)
-            return "symbolic shape: no size-generic code for a sum or window over a symbolic shape yet"
+    if not isinstance(node.prim, SIZE_GENERIC) and not all(_static(v) for v in (*node.inputs, node.out)):
+        return "symbolic shape: no size-generic code for this op yet"
     return None
 
 
