@@ -64,6 +64,7 @@ class KeyBuilder:
         self.dynamic_dims = dynamic_dims
         self.backend = backend
         self._names: list[str] | None = None
+        self._leaves_by_structure: dict[tuple, DynamicDims] = {}  # (treedef, positional count) -> dynamic_leaves
 
     def key(self, args: tuple, kwargs: dict, leaves: list, treedef: Any, guards: tuple | None,
             module: tuple) -> tuple[CacheKey, dict | None, DynamicDims]:
@@ -72,7 +73,10 @@ class KeyBuilder:
         The dims made dynamic automatically are added by auto_dynamic.widen."""
         if not self.dynamic_dims:
             return self._static_key(leaves, treedef, guards, module), None, {}
-        dyn_leaves = self.dynamic_leaves(args, kwargs)
+        structure = (treedef, len(args))  # (which leaves dynamic_dims names follows from the call's structure)
+        dyn_leaves = self._leaves_by_structure.get(structure)
+        if dyn_leaves is None or not all(isinstance(leaves[i], Tensor) for i in dyn_leaves):  # (else it raises)
+            dyn_leaves = self._leaves_by_structure[structure] = self.dynamic_leaves(args, kwargs)
         statics = []
         tensors = []
         aliasing = []

@@ -27,6 +27,11 @@ Memory: plan outputs never share memory with the arena, so a later call cannot
 overwrite a result a caller holds; each thread has its own arena, so threads may call
 one plan at once.
 
+A graph with symbolic sizes (dynamic dims) gets one plan for every size (`symbolic_plan_for`,
+size_guards.py): its sizes are expressions its segments and driver evaluate per call, its arena is
+sized per call, and a call whose sizes answer a comparison of the lowering otherwise, or whose inputs
+are not C-contiguous, runs the reference plan.
+
 Code is generated at a plan's first replay (the trace's own call needs none), or when the
 plan is made where background builds are off (background.py). Plans of a structure this
 process has already made EAGER_PLANS of (a function fed a new shape on every call) run their
@@ -48,10 +53,10 @@ import numpy as np
 
 from ... import debug
 from ...ir import Graph, Node, Value
-from ..interpret import Plan
-from . import background, toolchain
 from ...symbolic import is_symbolic, resolve
+from ..interpret import Plan
 from ..render.size_text import UnspellableSize, dim_variable, guard_source, py_size
+from . import background, toolchain
 from .arena import Arena, ArenaPool, GrowingArenaPool
 from .blas import FUNCTIONS, numpy_blas
 from .fuse_graph import fuse
@@ -525,12 +530,12 @@ class NativePlan:
         and records the layouts of the arrays the segments read; the variant for those layouts
         runs the next calls (made now when there is none and there is room).
         """
-        if self.size_guards is not None:  # (a plan for every size has one variant: its inputs C-contiguous)
-            return self._fallback(inputs, dims)
         if code >= 2:
             for variant in self.variants:
                 if variant.run is self._current and code - 2 < len(variant.row_nodes):
                     variant.row_nodes[code - 2].prim.fallbacks += 1
+            return self._fallback(inputs, dims)
+        if self.size_guards is not None:  # (a plan for every size has one variant: its inputs C-contiguous)
             return self._fallback(inputs, dims)
         self.observed_calls += 1
         outs, writes, layouts = self._observer.run(inputs)

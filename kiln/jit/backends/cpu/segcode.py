@@ -219,7 +219,7 @@ class _Segment:
 
 
 def _spelled(x: Any) -> Any:
-    """A segment IR statement (or a part of one) with every size spelled by size_guards.c_size: a plain int
+    """A segment IR statement (or a part of one) with every size spelled by size_text.c_size: a plain int
     stays one, a symbolic size becomes a C expression of the call's sizes."""
     if isinstance(x, SymInt):
         return c_size(x)
