@@ -172,11 +172,35 @@ def simplify(op: str, a: Any, b: Any) -> Any:
                 for name in mb[1]:
                     rest.remove(name)
                 return _from_monomial(ma[0] // mb[0], tuple(rest))
-    if op in ("+", "-") and isinstance(b, int) and b == 0:
+    if op in ("//", "*") and _is_int(b) and b == 1:
         return a
-    if op == "+" and isinstance(a, int) and a == 0:
-        return b
+    if op in ("+", "-") and _is_int(b):  # constants added in a row fold: ``(T + 1) - 1`` is ``T``
+        rest, const = _split_constant(a)
+        return _with_constant(rest, const + b if op == "+" else const - b)
+    if op == "+" and _is_int(a):
+        return simplify("+", b, a)
     return Expr(op, a, b)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _split_constant(e: Any) -> tuple[Any, int]:
+    """`e` as (an expression or None, an int) whose sum it is."""
+    if _is_int(e):
+        return None, e
+    if isinstance(e, Expr) and e.op in ("+", "-") and _is_int(e.args[1]):
+        return e.args[0], e.args[1] if e.op == "+" else -e.args[1]
+    return e, 0
+
+
+def _with_constant(rest: Any, const: int) -> Any:
+    if rest is None:
+        return const
+    if const == 0:
+        return rest
+    return Expr("+", rest, const) if const > 0 else Expr("-", rest, -const)
 
 
 def _compare(op: str) -> Callable:

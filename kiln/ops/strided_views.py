@@ -8,6 +8,8 @@ views this way without running them (kiln/jit/backends/cpu/views.py).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..shaped import c_strides
 from ..sizes import is_symbolic_number
 
@@ -52,6 +54,17 @@ def reshaped(shape_in: tuple, strides_in: tuple, offset: int, shape: tuple) -> S
         oi, ni = oj, nj
     it = iter(strides_new)
     return shape, tuple(next(it) if d != 1 else 0 for d in shape), offset
+
+
+def _symbolic_slice(start: Any, stop: Any, size: Any) -> tuple[Any, Any] | None:
+    """(first index, length) of ``[start:stop]`` (unit step) over a dim of `size` where a size of the call is
+    involved (a plan made for every size, whose comparisons here are guards), or None for what this does not
+    follow (a negative or symbolic start, a negative stop)."""
+    begin = 0 if start is None else start
+    if not isinstance(begin, int) or begin < 0 or (isinstance(stop, int) and stop < 0):
+        return None
+    end = size if stop is None or stop >= size else stop
+    return (begin, end - begin) if end >= begin else (begin, 0)
 
 
 def permuted(shape: tuple, strides: tuple, offset: int, perm: tuple) -> Strided:
@@ -100,9 +113,14 @@ def indexed(shape_in: tuple, strides_in: tuple, offset: int, spec: tuple) -> Str
             if step is not None and step <= 0:
                 return None
             size = shape_in[dim]
-            if start is None and stop is None and step in (None, 1):  # the whole dim (a size of the call too)
-                shape.append(size)
+            if step in (None, 1) and any(is_symbolic_number(x) for x in (start, stop, size)):
+                found = _symbolic_slice(start, stop, size)
+                if found is None:
+                    return None
+                begin, length = found
+                shape.append(length)
                 strides.append(strides_in[dim])
+                offset += begin * strides_in[dim]
                 dim += 1
                 continue
             begin, end, step = slice(start, stop, step).indices(size)

@@ -18,6 +18,7 @@ from kiln.jit.backends.cpu.arena import Interval, assign_symbolic_offsets, round
 from kiln.jit.backends.cpu.size_guards import SymbolicSizeUsed, recording_sizes
 from kiln.jit.backends.render.size_text import c_size, dim_variable, guard_source, py_size
 from kiln.jit.symbolic import Expr, SymInt
+from kiln.models.gpt import gpt
 
 from jit_helpers import assert_bitwise
 from native_helpers import native_cache, needs_native, plans_of  # noqa: F401 - native_cache: an autouse fixture
@@ -79,6 +80,24 @@ def test_a_training_step_with_a_dynamic_batch_matches_eager_grads_and_updates():
     (plan,) = _native_plans(compiled)
     assert plan.fallback_calls == 0
     assert compiled.stats.cache_size == 1  # (the first step traces again once the momentum buffers exist)
+
+
+def test_a_growing_sequence_runs_one_native_plan_at_every_length():
+    """Text generation without flags: the sequence dim becomes dynamic at the second length, and that plan's
+    native code (attention's causal mask sliced to the length, read through its strides) serves every later
+    length. GELU and softmax compute exp and tanh in generated code: within a few ulp of NumPy."""
+    kiln.manual_seed(0)
+    model = gpt(vocab=40, n_layer=1, n_head=2, d_model=16, block_size=80).eval()
+    compiled = kiln.compile(model)
+    rng = np.random.default_rng(7)
+    with kiln.no_grad():
+        for length in range(8, 40):
+            idx = kiln.tensor(rng.integers(0, 40, (1, length)))
+            np.testing.assert_allclose(compiled(idx).numpy(), model(idx).numpy(), rtol=1e-5, atol=1e-6)
+    assert compiled.stats.traces == 2
+    plan = compiled.cache_entries[-1].plan
+    assert isinstance(plan, runtime.NativePlan) and plan.analysis.dims == ("s0",)
+    assert plan.fallback_calls == 0
 
 
 def test_a_size_that_answers_a_lowering_comparison_otherwise_runs_the_reference():
