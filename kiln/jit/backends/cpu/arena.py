@@ -9,6 +9,10 @@ AVX-512 vector), so vector loads never split a line.
 The arena is allocated once per thread that runs the plan (`ArenaPool`): two threads
 calling one plan at the same time never share intermediates, and a call allocates
 nothing for them (no page faults on fresh memory every call).
+
+A plan made for every size of its dynamic dims has offsets that are expressions of the sizes
+(`assign_symbolic_offsets`), and its thread's arena grows to the largest call's need
+(`GrowingArenaPool`); the call's sizes lie in its first bytes, where the segments read them.
 """
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 from ....trace_state import trace_state
 from ...symbolic import Expr, symbols
 
+
 class SymbolicSizeUsed(Exception):
     """Lowering would have turned a symbolic size into a plain number (and baked the traced size into code)."""
 
