@@ -209,6 +209,9 @@ def test_a_build_that_fails_in_the_background_warns_and_the_plan_runs_in_python(
         assert np.array_equal(got.numpy(), f(a).numpy())
         assert np.array_equal(compiled(a).numpy(), f(a).numpy())
     assert not plan.variants and plan.fallback_calls == 2
+    assert plan.segments == 0
+    with pytest.raises(RuntimeError, match="no generated code"):
+        plan.current  # noqa: B018
 
 
 def test_a_symbolic_kernel_whose_build_fails_warns_once_and_evaluates(monkeypatch):

@@ -506,14 +506,18 @@ class NativePlan:
 
     @property
     def current(self) -> Variant:
-        """The variant the next call runs first (the one for the layouts seen last)."""
+        """The variant the next call runs first (the one for the layouts seen last). RuntimeError when the plan has
+        none: its compiler failed, and it runs in Python."""
         self._ensure_variant()
+        if not self.variants:
+            raise RuntimeError("this plan has no generated code: its compiler failed, so it runs in Python")
         return next((v for v in self.variants if v.run is self._current), self.variants[0])
 
     @property
     def segments(self) -> int:
-        """How many native calls a replay of the current variant makes."""
-        return len(self.current.segments)
+        """How many native calls a replay of the current variant makes (0 when the compiler failed)."""
+        self._ensure_variant()
+        return len(self.current.segments) if self.variants else 0
 
     def run(self, inputs: list, dims: dict[str, int] | None = None) -> tuple[list, list]:
         """Execute on input arrays; returns (output arrays, state-write arrays)."""
