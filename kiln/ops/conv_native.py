@@ -72,17 +72,18 @@ def _function(name: str) -> Any:
             f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 4
             f.restype = None
             pack = getattr(lib, f"{symbol}_pack")
-            pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong]
+            pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 2
             pack.restype = None
             pad = getattr(lib, f"{symbol}_pad")
             pad.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 6
             pad.restype = None
-            panel = getattr(lib, f"{symbol}_panel")
-            panel.argtypes = []
-            panel.restype = ctypes.c_longlong
+            for query in ("panel", "lanes"):  # (columns per panel, and per vector, on this CPU)
+                fn = getattr(lib, f"{symbol}_{query}")
+                fn.argtypes = []
+                fn.restype = ctypes.c_longlong
+                _functions[f"{symbol}_{query}"] = fn
             _functions[f"{symbol}_pack"] = pack
             _functions[f"{symbol}_pad"] = pad
-            _functions[f"{symbol}_panel"] = panel
             _functions[symbol] = f  # last: a reader that finds it finds the others
         return _functions.get(name)
 
@@ -128,13 +129,17 @@ def conv_offsets(n: int, c: int, hp: int, wp: int, o: int, kernel: tuple, stride
 def packed_operand(matrix: np.ndarray) -> np.ndarray:
     """An (n, k) matrix transposed into the contraction's operand b: (panels, k, P), C-ordered, 64-byte aligned,
     where panel p holds columns [p*P, (p+1)*P) of the transposed (k, n) matrix, P being one register tile's
-    columns on this CPU (the library's ``_panel()``), and the columns past n are zero. A (batch, n, k) stack
+    columns on this CPU (the library's ``_panel()``), or for fewer columns than that, n rounded up to whole
+    vectors (``_lanes()``), and the columns past n are zero. A (batch, n, k) stack
     gives (panels, batch * k, P), each matrix's rows after the previous one's in every panel. Call only where
     `available()`."""
     stack = np.ascontiguousarray(matrix if matrix.ndim == 3 else matrix[None])
     batch, n, k = stack.shape
     symbol = FUNCTIONS[stack.dtype]
     width = _function(f"{symbol}_panel")()
+    if n < width:  # one panel, as wide as n's vectors: the contraction streams no zero columns
+        lanes = _function(f"{symbol}_lanes")()
+        width = -(-n // lanes) * lanes
     panels = -(-n // width)
     raw = np.empty(panels * batch * k * width + 64 // stack.itemsize, stack.dtype)
     start = (-raw.ctypes.data % 64) // stack.itemsize
@@ -143,7 +148,7 @@ def packed_operand(matrix: np.ndarray) -> np.ndarray:
         b[-1] = 0
     pack = _function(f"{symbol}_pack")
     for i in range(batch):
-        pack(n, k, stack[i].ctypes.data, b[:, i * k:].ctypes.data, batch * k * width)
+        pack(n, k, stack[i].ctypes.data, b[:, i * k:].ctypes.data, batch * k * width, width)
     return b
 
 
