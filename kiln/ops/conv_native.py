@@ -72,7 +72,7 @@ def _function(name: str) -> Any:
             f.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 6 + [ctypes.c_longlong] * 4
             f.restype = None
             pack = getattr(lib, f"{symbol}_pack")
-            pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 2
+            pack.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 3
             pack.restype = None
             pad = getattr(lib, f"{symbol}_pad")
             pad.argtypes = [ctypes.c_longlong] * 2 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 6
@@ -146,9 +146,7 @@ def packed_operand(matrix: np.ndarray) -> np.ndarray:
     b = raw[start:start + panels * batch * k * width].reshape(panels, batch * k, width)
     if n % width:
         b[-1] = 0
-    pack = _function(f"{symbol}_pack")
-    for i in range(batch):
-        pack(n, k, stack[i].ctypes.data, b[:, i * k:].ctypes.data, batch * k * width, width)
+    _function(f"{symbol}_pack")(batch * n, k, stack.ctypes.data, b.ctypes.data, batch * k * width, width, n)
     return b
 
 

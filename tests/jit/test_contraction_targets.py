@@ -48,7 +48,7 @@ void kiln_contract_f32(long long outer, long long inner, const float *a, const l
                        const float *b, float *out, const long long *om, long long n, long long k, long long ldb,
                        long long ldn);
 void kiln_contract_f32_pack(long long outer, long long inner, const float *src, float *b, long long ldp,
-                            long long ldb);
+                            long long ldb, long long n);
 long long kiln_contract_f32_panel(void);
 {table("mo", mo)}
 {table("ko", ko)}
@@ -61,7 +61,7 @@ int main(int argc, char **argv) {{
     if (!a || !w || !b || !out || !f || fread(a, 4, na, f) != (size_t)na || fread(w, 4, nw, f) != (size_t)nw)
         return 2;
     fclose(f);
-    kiln_contract_f32_pack({O}, k, w, b, k * panel, panel);
+    kiln_contract_f32_pack({O}, k, w, b, k * panel, panel, {O});
     kiln_contract_f32({len(mo)}, 1, a, mo, ko, b, out, om, {O}, k, panel, {H * W});
     f = fopen(argv[2], "wb");
     if (!f || fwrite(out, 4, no, f) != (size_t)no) return 3;

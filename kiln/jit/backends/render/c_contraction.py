@@ -155,24 +155,28 @@ def _range(name: str, ctype: str, width: int, rows: int, vectors: int) -> list[s
 
 
 def _pack(name: str, ctype: str) -> list[str]:
-    """``NAME_pack(outer=n, inner=k, src, b, ldp, ldb)``: an (n, k) matrix transposed into b's panels,
-    ``b[(j / P) * ldp + q * P + j % P] = src[j * k + q]`` (P = ldb columns per panel: NAME_PANEL, or for a
-    matrix of fewer columns its columns rounded up to whole vectors, NAME_LANES each; ldp elements from one
-    panel to the next), in 8 x 8 blocks so that both sides move a cache line at a time; a team shares the rows
-    of src."""
+    """``NAME_pack(outer=batch * n, inner=k, src, b, ldp, ldb, n)``: a stack of (n, k) matrices transposed into
+    b's panels, matrix i's terms after matrix i - 1's in every panel:
+    ``b[(j / P) * ldp + (i * k + q) * P + j % P] = src[(i * n + j) * k + q]`` (P = ldb columns per panel:
+    NAME_PANEL, or for matrices of fewer columns their columns rounded up to whole vectors, NAME_LANES each;
+    ldp elements from one panel to the next), in 8 x 8 blocks so that both sides move a cache line at a time;
+    a team shares the rows of src."""
     params = ["long long outer", "long long inner", f"const {ctype} *restrict src", f"{ctype} *restrict b",
-              "long long ldp", "long long ldb"]
+              "long long ldp", "long long ldb", "long long n"]
     return [f"KILN_KERNEL_LOOPS void {name}_pack_range(long long kiln_o0, long long kiln_o1, long long kiln_j0, "
             f"long long kiln_j1, {', '.join(params)}) {{",
             "    (void)kiln_j0; (void)kiln_j1; (void)outer;",
-            "    for (long long j0 = kiln_o0; j0 < kiln_o1; j0 += 8)",
+            "    for (long long j0 = kiln_o0; j0 < kiln_o1; j0 += 8) {  /* rows r of src: column r % n of matrix r / n */",
+            "        const long long j1 = j0 + 8 < kiln_o1 ? j0 + 8 : kiln_o1;",
+            "        long long to[8];  /* where each row's term 0 goes */",
+            "        for (long long r = j0; r < j1; r++)",
+            "            to[r - j0] = (r % n / ldb) * ldp + (r / n) * inner * ldb + r % n % ldb;",
             "        for (long long q0 = 0; q0 < inner; q0 += 8) {",
-            "            const long long j1 = j0 + 8 < kiln_o1 ? j0 + 8 : kiln_o1;",
             "            const long long q1 = q0 + 8 < inner ? q0 + 8 : inner;",
             "            for (long long q = q0; q < q1; q++)",
-            "                for (long long j = j0; j < j1; j++)",
-            "                    b[(j / ldb) * ldp + q * ldb + j % ldb] = src[j * inner + q];",
+            "                for (long long r = j0; r < j1; r++) b[to[r - j0] + q * ldb] = src[r * inner + q];",
             "        }",
+            "    }",
             "}",
             *team_wrapper(f"{name}_pack", "void", params, False, f"void {name}_pack({', '.join(params)}) {{")]
 
