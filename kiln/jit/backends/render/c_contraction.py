@@ -129,8 +129,9 @@ def _range(name: str, ctype: str, width: int, rows: int, vectors: int) -> list[s
     """Rows [kiln_o0, kiln_o1) of the contraction. Terms in blocks of K_BLOCK, then column blocks (one panel of
     b each), then rows: the panel's K_BLOCK rows, contiguous, stream from cache while the rows pass them.
 
-    The panel's row stride reaches the tiles as the runtime ``ldb`` (the caller passes NAME_panel()): given
-    as a literal, GCC clones each tile for it, and its aarch64 clones keep two accumulators on the stack."""
+    The panel's row stride reaches the tiles as the runtime ``ldb`` (NAME_panel(), or a narrower whole number of
+    vectors for a b of fewer columns, then one panel): given as a literal, GCC clones each tile for it, and its
+    aarch64 clones keep two accumulators on the stack."""
     block = width * vectors
     cases = [f"                case {v}: {name}_tile{v}(a, mo + m0, live, ko, panel, out + n0 * ldn, om + m0, cols, "
              "k0, k1, ldb, ldn); break;" for v in range(1, vectors + 1)]
@@ -213,9 +214,10 @@ def _pad(name: str, ctype: str) -> list[str]:
 def render_contraction(contractions: list[Contraction]) -> str:
     """The C source of a library exporting, per contraction, ``NAME(outer=M, inner=work per row, a, mo,
     ko, b, out, om, n, k, ldb, ldn)`` (a team shares the M rows when M x inner reaches the process's
-    threshold, kiln/jit/backends/cpu/parallel.py; ldb must be ``NAME_panel()``, the columns per panel on the
-    target it was compiled for), ``NAME_pack(outer=n, inner=k, src, b, ldp)``, which lays an (n, k) matrix out
-    as the operand b, in panels ldp elements apart (a convolution's weight), and ``NAME_pad``, which zero-pads
+    threshold, kiln/jit/backends/cpu/parallel.py; ldb is ``NAME_panel()``, the columns per panel on the
+    target it was compiled for, or where n is less, n rounded up to a multiple of ``NAME_lanes()``),
+    ``NAME_pack(outer=batch * n, inner=k, src, b, ldp, ldb, n)``, which lays a stack of (n, k) matrices out as
+    the operand b, in panels ldp elements apart (a convolution's weight), and ``NAME_pad``, which zero-pads
     an image's planes (the operand a)."""
     for c in contractions:
         c.verify()
