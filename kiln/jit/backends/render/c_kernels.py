@@ -25,6 +25,7 @@ kernels take ``(outer, inner, out, inputs...)``.
 from __future__ import annotations
 
 from ....ops.primitive import REGISTRY
+from ....sizes import is_symbolic_number
 from .c import C, CLanguage
 from .kernel_ir import INDEX_DTYPE, CheckIndex, Compute, Kernel, Load, Loop, Reduce, Statement, Store
 
@@ -44,7 +45,7 @@ class CKernelRenderer:
         sizes = [p.size for p in kernel.params]
         # the loop space (outer x inner) is the largest buffer's size: known below `team_min`, never a team (a
         # kernel of a plan for every size, whose sizes are symbolic, may have one: the team starts by size)
-        plain = all(isinstance(n, int) for n in sizes)
+        plain = not any(is_symbolic_number(n) for n in sizes)
         self.teams = not (plain and sizes and min(sizes) > 0 and max(sizes) < team_min)
         self.kept: dict[str, tuple[str, str]] = {}  # value -> (scratch row holding it, its dtype)
         self.vector_var: str | None = None  # the element index of the vector loop being rendered
