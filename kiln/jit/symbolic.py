@@ -48,11 +48,12 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
 class Expr:
     """An arithmetic expression over named dims."""
 
-    __slots__ = ("op", "args")
+    __slots__ = ("op", "args", "_text")
 
     def __init__(self, op: str, *args: Any):
         self.op = op
         self.args = args
+        self._text: str | None = None  # (str() is asked often: each comparison of two sizes compares their texts)
 
     @staticmethod
     def sym(name: str) -> "Expr":
@@ -66,11 +67,14 @@ class Expr:
         return _OPS[self.op](_eval(self.args[0], env), _eval(self.args[1], env))
 
     def __str__(self) -> str:
-        if self.op == "sym":
-            return self.args[0]
-        if self.op == "neg":
-            return f"-{_str(self.args[0])}"
-        return f"{_str(self.args[0])}{self.op}{_str(self.args[1])}"
+        if self._text is None:
+            if self.op == "sym":
+                self._text = self.args[0]
+            elif self.op == "neg":
+                self._text = f"-{_str(self.args[0])}"
+            else:
+                self._text = f"{_str(self.args[0])}{self.op}{_str(self.args[1])}"
+        return self._text
 
     __repr__ = __str__
 

@@ -397,8 +397,8 @@ class NativePlan:
         self.variants: list[Variant] = []
         self.building_calls = 0  # calls run by the Observer while the first variant's code was being built
         self.lazy = lazy
+        self._interpreted: Plan | None = None  # (a plan for every size: runs its calls while its code builds)
         if size_guards is not None:  # (rendered now, while the lowering's comparisons are recorded)
-            self._interpreted = Plan(graph)
             self._start_variant(analysis)
         elif lazy:
             self._current = self._first_call
@@ -444,6 +444,8 @@ class NativePlan:
             return self._current(inputs, dims)
         self.building_calls += 1
         if self.size_guards is not None:  # (its nodes' params may be sizes of the call)
+            if self._interpreted is None:
+                self._interpreted = Plan(self.original)
             return self._interpreted.run(inputs, dims)
         outs, writes, _ = self._observer.run(inputs)
         return outs, writes

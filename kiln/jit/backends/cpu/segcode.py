@@ -119,8 +119,9 @@ class _Segment:
             for node in run:
                 body += [Comment(_describe(node)), self._block_call(node)]
             statements.append(BlockLoop(n, BLOCK, tuple(body)))
-        # (a plan for every size: its sizes are SymInts, spelled as C expressions of the call's sizes)
-        return Segment(self.index, tuple(_spelled(s) for s in statements), a.dims)
+        if a.dims:  # (a plan for every size: its sizes are SymInts, spelled as C expressions of the call's sizes)
+            statements = [_spelled(s) for s in statements]
+        return Segment(self.index, tuple(statements), a.dims)
 
     # ---- elementwise groups run block by block ----------------------------------------------
     def _runs(self, nodes: list[Node]) -> list[list[Node]]:
@@ -224,9 +225,11 @@ def _spelled(x: Any) -> Any:
     if isinstance(x, SymInt):
         return c_size(x)
     if isinstance(x, tuple):
-        return tuple(_spelled(i) for i in x)
+        items = tuple(_spelled(i) for i in x)
+        return x if all(a is b for a, b in zip(items, x)) else items
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return dataclasses.replace(x, **{f.name: _spelled(getattr(x, f.name)) for f in dataclasses.fields(x)})
+        changed = {f.name: new for f in dataclasses.fields(x) if (new := _spelled(old := getattr(x, f.name))) is not old}
+        return dataclasses.replace(x, **changed) if changed else x
     return x
 
 
