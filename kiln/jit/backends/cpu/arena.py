@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ....sizes import is_symbolic_number
+
 ALIGN = 64
 
 
@@ -70,13 +72,13 @@ def assign_symbolic_offsets(intervals: list[Interval], start: int) -> tuple[dict
     Offsets are expressions of the sizes, valid for every size, and their choice compares no two sizes: the
     buffers of plain sizes are placed as `assign_offsets` places them; after them, the buffers of each symbolic
     size (the same expression) share slots of that size by liveness, and the slots follow one another."""
-    plain = [iv for iv in intervals if isinstance(iv.nbytes, int)]
+    plain = [iv for iv in intervals if not is_symbolic_number(iv.nbytes)]
     offsets, total = assign_offsets(plain)
     offsets = {key: start + offset for key, offset in offsets.items()}
     end: Any = start + total
     by_size: dict[str, list[Interval]] = {}
     for iv in intervals:
-        if not isinstance(iv.nbytes, int):
+        if is_symbolic_number(iv.nbytes):
             by_size.setdefault(str(iv.nbytes.expr), []).append(iv)
     for text in sorted(by_size):
         slots: list[int] = []  # per slot of this size: the last step its current buffer is live
@@ -140,6 +142,8 @@ class GrowingArenaPool:
 
     def get(self, nbytes: int) -> Arena:
         arena = getattr(self._local, "arena", None)
-        if arena is None or arena.nbytes < nbytes:
-            arena = self._local.arena = Arena(nbytes, {}, self._dims)
+        if arena is None or arena.nbytes < nbytes:  # (by half again at least: a sequence growing by one token
+            # at a time would otherwise make a new arena at every call)
+            grown = nbytes if arena is None else max(nbytes, arena.nbytes + arena.nbytes // 2)
+            arena = self._local.arena = Arena(grown, {}, self._dims)
         return arena
