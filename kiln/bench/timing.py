@@ -104,6 +104,8 @@ def measure(loop: Loop, *, number: int | None = 1, repeat: int = 20, warmup: int
     for _ in range(warmup):
         loop(number or 1)
     settle_compiled_code()
+    if warmup:
+        loop(1)  # (the first call after the builds loads their libraries: calibrating on it picks 1 call per sample)
     if number is None:
         number = calls_per_sample(loop, min_sample_s)
     samples = []

@@ -43,7 +43,7 @@ from ..ops.primitive import AbstractValue, Primitive, _mark_view
 from ..trace_state import trace_state
 from .backends.interpret import lower as interpret
 from .ir import Graph, InputSpec, Node, Value, _param_item_key
-from .trace import user_location
+from .trace import element_strides, user_location
 
 _new = object.__new__
 _grad_state = autograd._state
@@ -96,7 +96,11 @@ class SegmentPlans:
         with self._lock:
             entry = self.plans.get(key)
             if entry is None:
-                graph = self._optimize(build())
+                built = build()
+                graph = self._optimize(built)
+                if graph.observed_strides is None:  # (the passes' copy: the inputs' layouts carry over)
+                    kept = {v.id for v in graph.inputs}
+                    graph.observed_strides = {k: s for k, s in (built.observed_strides or {}).items() if k in kept}
                 self._on_new(graph)
                 self.stats.misses += 1
                 self.plans[key] = graph
@@ -243,11 +247,16 @@ class LazyRecorder:
     def _graph(self, outputs: list[int]) -> Graph:
         graph = Graph()
         values: list[Value] = []
+        strides: dict[int, tuple[int, ...]] = {}  # (inputs read in another layout: a transposed weight)
         for slot, array in enumerate(self.inputs):
             v = Value(array.shape, from_numpy_dtype(array.dtype))
             graph.inputs.append(v)
             graph.specs.append(InputSpec("arg", slot))
             values.append(v)
+            found = element_strides(array, v.shape)
+            if found is not None:
+                strides[v.id] = found
+        graph.observed_strides = strides  # (a native plan's first variant expects them, see runtime.plan_for)
         made: list[Value] = []
         for prim, refs, params, *_ in self.ops:
             ins = [made[r] if r >= 0 else values[-1 - r] for r in refs]

@@ -56,6 +56,19 @@ def test_a_branching_function_gives_eagers_bits_on_both_paths_and_compiles_each_
     assert len(compiled) == 3  # every structure seen twice runs generated code
 
 
+def test_a_compiled_structure_expects_the_layouts_its_inputs_had():
+    """A realized graph whose input is a transposed weight (``x @ w.T``) gets a native plan that reads it so from
+    its first replay: no call misses its layout, and no second variant is generated."""
+    w = kiln.randn(24, 16)
+    f = kiln.djit(lambda x: (x @ w.T).relu() * 2.0)
+    with kiln.no_grad():
+        for seed in range(4):
+            x = kiln.tensor(np.random.default_rng(seed).standard_normal((4, 16)).astype(np.float32))
+            assert np.array_equal(f(x).numpy(), ((x @ w.T).relu() * 2.0).numpy())
+    (plan,) = [p for p in f._segments.plans.values() if isinstance(p, runtime.NativePlan)]
+    assert plan.observed_calls == 0 and len(plan.variants) == 1 and plan.fallback_calls == 0
+
+
 def test_a_structure_seen_once_is_interpreted_not_compiled():
     f = kiln.djit(lambda x: (x * 2).sum())
     f(kiln.ones(3))
