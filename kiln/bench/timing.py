@@ -104,9 +104,9 @@ def measure(loop: Loop, *, number: int | None = 1, repeat: int = 20, warmup: int
     for _ in range(warmup):
         loop(number or 1)
     settle_compiled_code()
-    if warmup:
-        loop(1)  # (the first call after the builds loads their libraries: calibrating on it picks 1 call per sample)
     if number is None:
+        if warmup:  # (the first call after the builds loads their libraries: calibrated on, 1 call per sample)
+            loop(1)
         number = calls_per_sample(loop, min_sample_s)
     samples = []
     gc_was_enabled = gc.isenabled()

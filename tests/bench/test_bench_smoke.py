@@ -97,6 +97,22 @@ def test_measure_picks_enough_calls_for_a_sample_of_the_minimum_length():
     assert fast.number > 100
 
 
+def test_measure_does_not_calibrate_on_the_first_call_after_the_warmup():
+    """The call right after the warmup (and the builds it waits for) may load libraries; calibrated on, it would
+    make every sample one call long."""
+    import time
+
+    calls = []
+
+    def call() -> None:
+        calls.append(1)
+        if len(calls) == 2:  # the first call after one warmup call: 50 ms
+            time.sleep(0.05)
+
+    timing = measure(repeat_calls(call), number=None, repeat=1, warmup=1, min_sample_s=0.001)
+    assert timing.number > 10
+
+
 def test_table_and_number_formatting():
     table = Table(["case", "kiln", "ratio"])
     table.add_row(["add", fmt(3.14159), fmt_ratio(1.5)])
